@@ -1,0 +1,5 @@
+"""``python -m recorder``: the sessiontape command line."""
+
+from .cli import main
+
+raise SystemExit(main())

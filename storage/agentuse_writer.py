@@ -1,0 +1,275 @@
+"""Writes the AgentUse tree: session.json, tools.json, message.json and parts.
+
+Every file is rewritten whole and atomically (temp file + rename) with
+AgentUse's byte-level JSON rules (:func:`storage.json_style.dumps_pretty`).
+The objects here keep the current document of each file in memory, so an
+update changes a few fields and rewrites the file. They are not thread-safe:
+one writer (the recorder's writer thread) owns them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .files import atomic_write, make_private_dir
+from .ids import new_ulid
+from .json_style import dumps_pretty
+from .names import safe_join, sanitize_agent_name
+from .version import __version__
+
+__all__ = [
+    "WRITER_VERSION",
+    "AgentUseMessage",
+    "AgentUsePart",
+    "AgentUseSession",
+    "Tokens",
+    "drop_none",
+    "now_ms",
+]
+
+WRITER_VERSION = f"sessiontape/{__version__}"
+SUBAGENT_DIR = "subagent"
+
+
+def now_ms() -> int:
+    """The current Unix time in milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def drop_none(**fields: Any) -> dict[str, Any]:
+    """The given fields in order, without those that are None (AgentUse omits, never nulls)."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Token counts as AgentUse writes them (``cache.read``: cached input tokens)."""
+
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(self.input + other.input, self.output + other.output,
+                      self.reasoning + other.reasoning, self.cache_read + other.cache_read,
+                      self.cache_write + other.cache_write)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``tokens`` object of message.json and step-finish parts."""
+        return {"input": self.input, "output": self.output, "reasoning": self.reasoning,
+                "cache": {"read": self.cache_read, "write": self.cache_write}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Tokens:
+        """Read a ``tokens`` object (missing fields count as 0)."""
+        cache = data.get("cache") or {}
+        return cls(int(data.get("input", 0)), int(data.get("output", 0)),
+                   int(data.get("reasoning", 0)), int(cache.get("read", 0)),
+                   int(cache.get("write", 0)))
+
+
+def _save(path: Path, document: dict[str, Any]) -> None:
+    atomic_write(path, dumps_pretty(document))
+
+
+class AgentUsePart:
+    """One ``part/{partID}.json``; :meth:`update` rewrites it."""
+
+    def __init__(self, message: AgentUseMessage, fields: dict[str, Any]) -> None:
+        self.id = new_ulid()
+        self.message = message
+        self.fields = fields
+        self.path = message.directory / "part" / f"{self.id}.json"
+        self.save()
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The part as written: its fields, then ``id, sessionID, messageID``."""
+        return {**self.fields, "id": self.id, "sessionID": self.message.session.id,
+                "messageID": self.message.id}
+
+    def update(self, **fields: Any) -> None:
+        """Replace the given top-level fields and rewrite the file."""
+        self.fields.update(fields)
+        self.save()
+
+    def save(self) -> None:
+        """Rewrite the part file from :attr:`fields`."""
+        _save(self.path, self.document)
+
+
+class AgentUseMessage:
+    """One exchange: ``{messageID}/message.json`` and its ``part/`` directory."""
+
+    def __init__(self, session: AgentUseSession, info: dict[str, Any], directory: Path) -> None:
+        self.session = session
+        self.info = info
+        self.directory = directory
+
+    @property
+    def id(self) -> str:
+        return str(self.info["id"])
+
+    @property
+    def tokens(self) -> Tokens:
+        """The exchange's token totals so far."""
+        return Tokens.from_json(self.info["assistant"]["tokens"])
+
+    def add_part(self, part_type: str, **fields: Any) -> AgentUsePart:
+        """Write a new part of ``part_type``; None-valued fields are omitted."""
+        make_private_dir(self.directory / "part")
+        return AgentUsePart(self, {"type": part_type, **drop_none(**fields)})
+
+    def add_usage(self, tokens: Tokens, cost: float) -> None:
+        """Add one model call's usage to the exchange's totals and rewrite the file."""
+        assistant = self.info["assistant"]
+        assistant["tokens"] = (self.tokens + tokens).to_json()
+        assistant["cost"] = assistant["cost"] + cost
+        self.save()
+
+    def complete(self, at: int | None = None) -> None:
+        """Mark the exchange finished (``time.completed``)."""
+        self.info["time"]["completed"] = at if at is not None else now_ms()
+        self.save()
+
+    def fail(self, message: str, error_type: str | None = None) -> None:
+        """Record the exchange's error; ``time.completed`` stays absent."""
+        self.info["assistant"]["error"] = drop_none(message=message, type=error_type)
+        self.save()
+
+    def save(self) -> None:
+        """Rewrite ``message.json`` from :attr:`info`."""
+        _save(self.directory / "message.json", self.info)
+
+
+class AgentUseSession:
+    """One session directory ``{sessionID}-{agentName}/``.
+
+    Create a new one with :meth:`create` (or :meth:`create_subagent` for a
+    nested one), or continue an existing one with :meth:`open`.
+    """
+
+    def __init__(self, directory: Path, info: dict[str, Any]) -> None:
+        self.directory = directory
+        self.info = info
+
+    @property
+    def id(self) -> str:
+        return str(self.info["id"])
+
+    @classmethod
+    def create(
+        cls,
+        root: Path,
+        agent_name: str,
+        *,
+        model: str,
+        project_root: str,
+        cwd: str,
+        max_steps: int | None = None,
+        description: str | None = None,
+        parent: AgentUseSession | None = None,
+        trigger: str = "manual",
+        config: dict[str, Any] | None = None,
+        created: int | None = None,
+    ) -> AgentUseSession:
+        """Create ``root/{ULID}-{sanitized agent name}/session.json`` with status ``running``.
+
+        ``root`` is a project's ``session/`` directory (see
+        :func:`storage.paths.agentuse_sessions_root`). ``config`` holds extra
+        config fields (``timeout``, ``mcpServers``, ``subagents``).
+        """
+        session_id = new_ulid()
+        directory = safe_join(root, f"{session_id}-{sanitize_agent_name(agent_name)}")
+        created = created if created is not None else now_ms()
+        info = drop_none(
+            parentSessionID=parent.id if parent else None,
+            agent=drop_none(id=agent_name, name=agent_name, description=description or None,
+                            isSubAgent=parent is not None),
+            model=model,
+            version=WRITER_VERSION,
+            config=drop_none(maxSteps=max_steps, **(config or {})),
+            project={"root": project_root, "cwd": cwd},
+            id=session_id,
+            status="running",
+            trigger=trigger,
+            time={"created": created, "updated": created},
+        )
+        make_private_dir(directory)
+        session = cls(directory, info)
+        session.save()
+        return session
+
+    def create_subagent(self, agent_name: str, **kwargs: Any) -> AgentUseSession:
+        """Create a nested session under ``subagent/`` whose parent is this one."""
+        kwargs.setdefault("project_root", self.info["project"]["root"])
+        kwargs.setdefault("cwd", self.info["project"]["cwd"])
+        return AgentUseSession.create(self.directory / SUBAGENT_DIR, agent_name,
+                                      parent=self, **kwargs)
+
+    @classmethod
+    def open(cls, directory: Path) -> AgentUseSession:
+        """Continue the session in ``directory`` (its session.json must parse)."""
+        from .agentuse_reader import read_json_object
+
+        return cls(directory, read_json_object(directory / "session.json"))
+
+    def write_tools(self, tools: list[dict[str, Any]]) -> None:
+        """Write ``tools.json``: ``{"tools": [{name, [description], [inputSchema]}]}``."""
+        _save(self.directory / "tools.json", {"tools": tools})
+
+    def set_status(self, status: str, *, error: dict[str, Any] | None = None,
+                   at: int | None = None) -> None:
+        """Set ``status`` (``running``, ``completed``, ``error``...), bump ``time.updated``.
+
+        ``error`` is ``{code, message, time, [statusCode], [url], [detail]}``;
+        it is removed when the status is not ``error``.
+        """
+        at = at if at is not None else now_ms()
+        self.info["status"] = status
+        self.info["time"]["updated"] = at
+        if error is not None:
+            detail = error.get("detail")
+            if isinstance(detail, str) and len(detail) > 4000:
+                error = {**error, "detail": detail[:4000]}
+            self.info["error"] = {"code": "EXECUTION_ERROR", "time": at, **error}
+        elif status != "error":
+            self.info.pop("error", None)
+        self.save()
+
+    def add_message(self, task: str, *, user: str | None = None, system: list[str] | None = None,
+                    mode: str = "build", created: int | None = None) -> AgentUseMessage:
+        """Start an exchange: ``{messageID}/message.json`` with zero usage."""
+        message_id = new_ulid()
+        directory = safe_join(self.directory, message_id)
+        model = str(self.info.get("model", ""))
+        provider = model.split(":", 1)[0] if ":" in model else ""
+        project = self.info.get("project", {})
+        info = {
+            "id": message_id,
+            "sessionID": self.id,
+            "time": {"created": created if created is not None else now_ms()},
+            "user": {"prompt": drop_none(task=task, user=user)},
+            "assistant": {
+                "system": list(system or []),
+                "modelID": model,
+                "providerID": provider,
+                "mode": mode,
+                "path": {"cwd": project.get("cwd", ""), "root": project.get("root", "")},
+                "cost": 0,
+                "tokens": Tokens().to_json(),
+            },
+        }
+        make_private_dir(directory)
+        message = AgentUseMessage(self, info, directory)
+        message.save()
+        return message
+
+    def save(self) -> None:
+        """Rewrite ``session.json`` from :attr:`info`."""
+        _save(self.directory / "session.json", self.info)

@@ -1,0 +1,62 @@
+"""Private, atomic file system writes: directories 0700, files 0600."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["DIR_MODE", "FILE_MODE", "atomic_write", "make_private_dir", "open_private_append"]
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create ``path`` and missing parents with mode 0700; return it.
+
+    Directories that already exist keep their mode: they may be shared
+    parents such as ``~/.local/share`` that are not ours to change.
+    """
+    missing: list[Path] = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            continue  # another writer made it first
+        os.chmod(directory, DIR_MODE)  # the umask may have removed bits we asked for
+    return path
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old or the new file, never half.
+
+    The bytes go to a temporary file in the same directory (mode 0600), which
+    is then renamed over ``path``. The file is not fsync'ed: a rename is
+    atomic with respect to other processes and to a crash of this one, which
+    is the promise made here (see docs/reliability.md for power loss).
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(data):x}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_TRUNC, FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def open_private_append(path: Path) -> int:
+    """Open ``path`` for appending (created 0600 if missing); return the fd."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)

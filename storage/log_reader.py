@@ -1,0 +1,256 @@
+"""Reading skillet JSONL replay logs: whole files and live ones.
+
+* :class:`SessionLogReader` reads a file once: its entries, and its turns,
+  where a turn whose ``final_result`` never came gets a synthetic one.
+* :class:`SessionLogTailer` follows one file as it grows.
+
+Both skip a malformed line and report it (file and line number) in
+``problems``; a UTF-8 BOM and CRLF line ends are accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "INCOMPLETE_TURN",
+    "LogEntry",
+    "LogProblem",
+    "SessionLogReader",
+    "SessionLogTailer",
+    "Turn",
+    "group_turns",
+]
+
+INCOMPLETE_TURN = "[incomplete turn]"
+_BOM = b"\xef\xbb\xbf"
+_READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One line of a log: ``kind`` and the whole object, with its line number."""
+
+    kind: str
+    data: dict[str, Any]
+    line: int
+
+    @property
+    def timestamp(self) -> str:
+        return str(self.data.get("timestamp", ""))
+
+
+@dataclass(frozen=True)
+class LogProblem:
+    """A line that was skipped, and why."""
+
+    path: Path
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass
+class Turn:
+    """One user message, the steps after it and its final result.
+
+    ``complete`` is False when the log has no ``final_result`` for the turn;
+    ``final`` then holds a synthetic one (the turn's text steps joined, or
+    ``[incomplete turn]``).
+    """
+
+    user_input: Any
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    final: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    complete: bool = False
+    started: str = ""
+    ended: str = ""
+
+    @property
+    def text(self) -> str:
+        return str(self.final.get("text", ""))
+
+
+def parse_line(raw: bytes) -> dict[str, Any]:
+    """One log line as a dict with a string ``kind``; ValueError if it is not one."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        raise ValueError("not a log entry (a JSON object with a string 'kind')")
+    return data
+
+
+def _close(turn: Turn) -> Turn:
+    if not turn.complete:
+        chunks = [s.get("text", "") for s in turn.steps if s.get("type") == "text"]
+        turn.final = {"text": "".join(map(str, chunks)) or INCOMPLETE_TURN}
+    return turn
+
+
+def group_turns(entries: Iterable[LogEntry]) -> list[Turn]:
+    """Group entries into turns (entries of unknown kinds are ignored)."""
+    turns: list[Turn] = []
+    current: Turn | None = None
+    for entry in entries:
+        if entry.kind == "user_message":
+            if current is not None:
+                turns.append(_close(current))
+            current = Turn(entry.data.get("userInput"), started=entry.timestamp)
+        elif entry.kind in ("step", "final_result"):
+            if current is None:  # a log that starts mid-turn
+                current = Turn(None, started=entry.timestamp)
+            if entry.kind == "step" and isinstance(entry.data.get("stepResult"), dict):
+                current.steps.append(entry.data["stepResult"])
+            elif entry.kind == "final_result":
+                final = entry.data.get("finalResult")
+                current.final = final if isinstance(final, dict) else {"text": str(final)}
+                current.model = entry.data.get("model")
+                current.complete, current.ended = True, entry.timestamp
+                turns.append(current)
+                current = None
+    if current is not None:
+        turns.append(_close(current))
+    return turns
+
+
+class _LineParser:
+    """Turns raw lines into entries, numbering lines and collecting problems."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.line = 0
+        self.problems: list[LogProblem] = []
+
+    def reset(self) -> None:
+        self.line = 0
+
+    def feed(self, raw: bytes) -> LogEntry | None:
+        self.line += 1
+        if self.line == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM):]
+        raw = raw.rstrip(b"\r")
+        if not raw.strip():
+            return None
+        try:
+            data = parse_line(raw)
+        except ValueError as exc:
+            self.problems.append(LogProblem(self.path, self.line, str(exc)))
+            return None
+        return LogEntry(data["kind"], data, self.line)
+
+
+class SessionLogReader:
+    """Reads one JSONL replay log."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._parser = _LineParser(self.path)
+        self._entries: list[LogEntry] | None = None
+
+    @property
+    def problems(self) -> list[LogProblem]:
+        """Lines skipped by :meth:`entries` (read the entries first)."""
+        return self._parser.problems
+
+    def entries(self) -> list[LogEntry]:
+        """Every well-formed entry, in file order."""
+        if self._entries is None:
+            data = self.path.read_bytes()
+            lines = data.split(b"\n")
+            self._entries = [e for e in map(self._parser.feed, lines) if e is not None]
+        return self._entries
+
+    def turns(self) -> list[Turn]:
+        """The entries grouped into turns."""
+        return group_turns(self.entries())
+
+
+class SessionLogTailer:
+    """Follows one log file as it grows.
+
+    :meth:`poll` returns the entries completed since the last call. It holds
+    back a partial last line until its newline arrives, starts over when the
+    file is truncated, switches to the new file when the path is replaced
+    (after reading what was left in the old one), and waits for a file that
+    does not exist yet. A rewrite that leaves the file at least as long as
+    before cannot be told from an append and is read as one.
+    """
+
+    def __init__(self, path: Path | str, *, from_end: bool = False) -> None:
+        self.path = Path(path)
+        self._parser = _LineParser(self.path)
+        self._fd: int | None = None
+        self._offset = 0
+        self._partial = b""
+        self._from_end = from_end
+
+    @property
+    def problems(self) -> list[LogProblem]:
+        return self._parser.problems
+
+    def _open(self) -> bool:
+        try:
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        self._offset = os.fstat(self._fd).st_size if self._from_end else 0
+        self._from_end = False
+        self._partial = b""
+        self._parser.reset()
+        return True
+
+    def _read_new(self, fd: int) -> list[LogEntry]:
+        if os.fstat(fd).st_size < self._offset:  # truncated: start over
+            self._offset, self._partial = 0, b""
+            self._parser.reset()
+        entries = []
+        while chunk := os.pread(fd, _READ_CHUNK, self._offset):
+            self._offset += len(chunk)
+            *lines, self._partial = (self._partial + chunk).split(b"\n")
+            entries.extend(e for e in map(self._parser.feed, lines) if e is not None)
+        return entries
+
+    def _replaced(self, fd: int) -> bool:
+        try:
+            return not os.path.samestat(os.stat(self.path), os.fstat(fd))
+        except FileNotFoundError:
+            return False  # deleted: keep reading what we have until a new file appears
+
+    def poll(self) -> list[LogEntry]:
+        """Entries completed since the last poll (possibly none)."""
+        if self._fd is None and not self._open():
+            return []
+        assert self._fd is not None
+        entries = self._read_new(self._fd)
+        if self._replaced(self._fd):
+            if self._partial:
+                self._parser.feed(self._partial)  # a torn last line: reported
+            os.close(self._fd)
+            self._fd = None
+            if self._open():
+                entries.extend(self._read_new(self._fd))
+        return entries
+
+    def follow(self, interval: float = 0.1,
+               stop: Callable[[], bool] | None = None) -> Iterator[LogEntry]:
+        """Yield entries as they arrive, polling every ``interval`` seconds until ``stop()``."""
+        while not (stop and stop()):
+            yield from self.poll()
+            time.sleep(interval)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

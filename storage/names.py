@@ -1,0 +1,98 @@
+"""Names that become path segments: the two sanitizers and the safe join.
+
+* AgentUse agent names (``{sessionID}-{agentName}`` directories).
+* Skillet log names (``{user}/{session}.jsonl``), where skilled_crew can yield
+  an empty name; we never do.
+
+No input yields an empty, ``.`` or ``..`` segment, a separator or a NUL, and
+:func:`safe_join` refuses any path that would leave its root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_USER_ID",
+    "UnsafePathError",
+    "default_session_name",
+    "safe_join",
+    "sanitize_agent_name",
+    "sanitize_log_name",
+]
+
+DEFAULT_USER_ID = "john@example.com"
+DEFAULT_AGENT_NAME = "default"
+# A segment longer than this is cut and given a hash suffix (file systems
+# allow 255 bytes; the ULID prefix, the suffix and temp names need room).
+MAX_NAME = 120
+
+_AGENT_UNSAFE = re.compile(r"[^a-z0-9\-_]")
+_DASH_RUNS = re.compile(r"-+")
+_LOG_UNSAFE_RUNS = re.compile(r"[^a-zA-Z0-9_-]+")
+
+
+class UnsafePathError(ValueError):
+    """A path segment or a joined path that would be empty, special or outside its root."""
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _bounded(name: str, raw: str, joiner: str) -> str:
+    if len(name) <= MAX_NAME:
+        return name
+    return f"{name[:MAX_NAME]}{joiner}{_digest(raw)}"
+
+
+def sanitize_agent_name(name: str) -> str:
+    """AgentUse's agent-name sanitizer (lowercase ``[a-z0-9-_]``, ``default`` if empty).
+
+    Names over 120 characters are cut and suffixed with a hash of the whole
+    name (AgentUse has no limit and fails on such names).
+    """
+    cleaned = _DASH_RUNS.sub("-", _AGENT_UNSAFE.sub("-", name.lower())).strip("-")
+    return _bounded(cleaned, name, "-") if cleaned else DEFAULT_AGENT_NAME
+
+
+def sanitize_log_name(name: str) -> str:
+    """skilled_crew's log-name sanitizer, without its gaps.
+
+    Trim, replace each run of characters outside ``[a-zA-Z0-9_-]`` with ``_``,
+    strip leading and trailing ``_``. Where skilled_crew would return an empty
+    name we return ``_`` plus a hash of the raw name; over-long names are cut
+    and given the same suffix. A sanitized name never starts with ``_``
+    otherwise, so these never collide with an ordinary name.
+    """
+    cleaned = _LOG_UNSAFE_RUNS.sub("_", name.strip()).strip("_")
+    if not cleaned:
+        return f"_{_digest(name)}"
+    return _bounded(cleaned, name, "_")
+
+
+def default_session_name(now: datetime | None = None) -> str:
+    """skilled_crew's default session name: ``session_<ISO timestamp>_<random hex>``."""
+    now = now or datetime.now(timezone.utc)
+    stamp = now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
+    return f"session_{stamp}_{secrets.token_hex(4)}"
+
+
+def _check_segment(segment: str) -> None:
+    if segment in ("", ".", "..") or "/" in segment or "\0" in segment or os.sep in segment:
+        raise UnsafePathError(f"unsafe path segment: {segment!r}")
+
+
+def safe_join(root: Path, *segments: str) -> Path:
+    """Join ``segments`` under ``root``, refusing anything that would escape it."""
+    for segment in segments:
+        _check_segment(segment)
+    path = root.joinpath(*segments)
+    if not os.path.abspath(path).startswith(os.path.abspath(root) + os.sep):
+        raise UnsafePathError(f"{path} is outside {root}")
+    return path

@@ -1,0 +1,127 @@
+"""Where the two layouts live, read from the environment at every call.
+
+* AgentUse: ``$XDG_DATA_HOME/agentuse/project/{hash}/session`` on every OS.
+* Skillet (SkilletPaths): ``state``, ``cache`` and ``config`` directories from
+  ``SKILLET_HOME``, a source checkout, or the XDG base directories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from platformdirs.unix import Unix
+
+__all__ = [
+    "SkilletPaths",
+    "agentuse_data_root",
+    "agentuse_sessions_root",
+    "git_toplevel",
+    "project_hash",
+    "resolved_paths",
+]
+
+SKILLET_APP = "skilled-crew"
+STORE_FILE = ".agent_sessions.sqlite"
+LOGS_DIR = ".agent_session_logs"
+DEV_DIR = ".skilled-agent"
+
+
+def agentuse_data_root() -> Path:
+    """``$XDG_DATA_HOME/agentuse`` (``~/.local/share/agentuse`` when unset or empty)."""
+    # platformdirs' Unix rules are exactly AgentUse's, on every OS.
+    return Path(Unix(appname="agentuse").user_data_dir)
+
+
+def git_toplevel(directory: Path) -> str | None:
+    """``git rev-parse --show-toplevel`` run in ``directory``, or None outside a work tree."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=directory, capture_output=True,
+            text=True, timeout=10, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    top = done.stdout.strip()
+    return top if done.returncode == 0 and top else None
+
+
+def project_hash(project_root: Path | str | None = None) -> str:
+    """First 16 hex chars of SHA-256 over the project's git top level (else its abspath)."""
+    root = Path(project_root) if project_root is not None else Path.cwd()
+    key = git_toplevel(root) or os.path.abspath(root)
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def agentuse_sessions_root(project_root: Path | str | None = None) -> Path:
+    """``.../agentuse/project/{hash}/session`` for ``project_root`` (default: cwd)."""
+    return agentuse_data_root() / "project" / project_hash(project_root) / "session"
+
+
+def _source_checkout() -> Path | None:
+    """The repository root when this package runs from a source checkout, else None."""
+    here = Path(__file__).resolve()
+    if {"site-packages", "dist-packages"} & set(here.parts):
+        return None
+    for parent in here.parents:
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+@dataclass(frozen=True)
+class SkilletPaths:
+    """The three Skillet roles, resolved as skilled_crew resolves them.
+
+    1. ``SKILLET_HOME`` set and non-empty: ``$SKILLET_HOME/<role>``;
+    2. run from a source checkout: ``<repo>/.skilled-agent/<role>``;
+    3. installed: ``$XDG_STATE_HOME``, ``$XDG_CACHE_HOME``, ``$XDG_CONFIG_HOME``
+       (``/skilled-crew`` under each).
+    """
+
+    state: Path
+    cache: Path
+    config: Path
+    source: str  # "SKILLET_HOME", "checkout" or "xdg": which rule decided
+
+    @classmethod
+    def resolve(cls) -> SkilletPaths:
+        """Resolve the roles from the environment as it is now."""
+        home = os.environ.get("SKILLET_HOME", "").strip()
+        if home:
+            base = Path(home).expanduser()
+            return cls(base / "state", base / "cache", base / "config", "SKILLET_HOME")
+        checkout = _source_checkout()
+        if checkout is not None:
+            base = checkout / DEV_DIR
+            return cls(base / "state", base / "cache", base / "config", "checkout")
+        xdg = Unix(appname=SKILLET_APP)
+        return cls(Path(xdg.user_state_dir), Path(xdg.user_cache_dir),
+                   Path(xdg.user_config_dir), "xdg")
+
+    @property
+    def store_file(self) -> Path:
+        """The SQLite item store: ``<state>/.agent_sessions.sqlite``."""
+        return self.state / STORE_FILE
+
+    @property
+    def logs_root(self) -> Path:
+        """The JSONL replay logs: ``<state>/.agent_session_logs``."""
+        return self.state / LOGS_DIR
+
+
+def resolved_paths(project_root: Path | str | None = None) -> dict[str, str]:
+    """Every resolved location, as ``sessiontape paths`` prints them."""
+    skillet = SkilletPaths.resolve()
+    return {
+        "agentuse_root": str(agentuse_sessions_root(project_root)),
+        "skillet_state": str(skillet.state),
+        "skillet_cache": str(skillet.cache),
+        "skillet_config": str(skillet.config),
+        "skillet_store": str(skillet.store_file),
+        "skillet_logs": str(skillet.logs_root),
+        "skillet_source": skillet.source,
+    }

@@ -1,0 +1,151 @@
+"""The append-only JSONL replay log of one ``(user, session)`` pair.
+
+``<logs root>/{sanitized user}/{sanitized session}.jsonl``. Each entry is one
+``write`` of one line, under an exclusive ``flock`` so that writers in
+several processes never interleave; the file is fsync'ed after every
+``final_result`` (the end of a turn).
+
+Two raw names can sanitize to the same file (``john@example.com`` and
+``john.example.com``). skilled_crew then mixes both conversations in one
+log; we keep an owner record beside each log (``.{name}.owner.json``, the
+raw user and session) and give a second pair its own file,
+``{name}_{hash of the raw pair}.jsonl``. A log that exists without an owner
+record (written by skilled_crew) is adopted by the first pair that opens it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .files import FILE_MODE, make_private_dir, open_private_append
+from .json_style import dumps_compact
+from .names import safe_join, sanitize_log_name
+from .paths import SkilletPaths
+
+__all__ = ["ReplayLog", "log_path_for"]
+
+_OWNER_KEYS = ("user_id", "session_name")
+
+
+def _owner_path(log_path: Path) -> Path:
+    return log_path.with_name(f".{log_path.stem}.owner.json")
+
+
+def _read_owner(owner: Path) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads(owner.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _claim(log_path: Path, record: dict[str, str]) -> bool:
+    """Whether ``log_path`` belongs to ``record`` (claiming it if nobody owns it)."""
+    owner = _owner_path(log_path)
+    tmp = owner.with_name(f"{owner.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        os.write(fd, dumps_compact(record))
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, owner)  # creates the record whole, or fails if one exists
+        return True
+    except FileExistsError:
+        existing = _read_owner(owner)
+        return existing is not None and all(existing.get(k) == record[k] for k in _OWNER_KEYS)
+    finally:
+        os.unlink(tmp)
+
+
+def log_path_for(user_id: str, session_name: str, logs_root: Path | None = None) -> Path:
+    """The log file of ``(user_id, session_name)``, claimed for that raw pair.
+
+    Creates the user directory (0700) and the owner record; not the log.
+    """
+    root = logs_root if logs_root is not None else SkilletPaths.resolve().logs_root
+    user_dir = safe_join(root, sanitize_log_name(user_id))
+    make_private_dir(user_dir)
+    base = sanitize_log_name(session_name)
+    digest = hashlib.sha256(f"{user_id}\0{session_name}".encode("utf-8", "surrogatepass"))
+    record = {"user_id": user_id, "session_name": session_name}
+    for attempt in range(100):
+        stem = base if attempt == 0 else f"{base}_{digest.hexdigest()[:12]}"
+        stem += f"_{attempt}" if attempt > 1 else ""
+        path = safe_join(user_dir, f"{stem}.jsonl")
+        if _claim(path, record):
+            return path
+    raise RuntimeError(f"no free log file name for {user_id!r}/{session_name!r} in {user_dir}")
+
+
+class ReplayLog:
+    """Appends entries to one pair's log (see :mod:`storage.log_entries`).
+
+    Thread-safe. Each :meth:`append` checks that the file is still the one it
+    has open (a rotated or deleted log is reopened) and that the last line
+    ends in a newline (a line torn by a killed writer is closed first, so the
+    new line stays whole).
+    """
+
+    def __init__(self, user_id: str, session_name: str, logs_root: Path | None = None) -> None:
+        self.user_id = user_id
+        self.session_name = session_name
+        self.path = log_path_for(user_id, session_name, logs_root)
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+
+    def _current_fd(self) -> int:
+        if self._fd is not None:
+            try:
+                same = os.path.samestat(os.stat(self.path), os.fstat(self._fd))
+            except FileNotFoundError:
+                same = False
+            if same:
+                return self._fd
+            os.close(self._fd)
+        self._fd = open_private_append(self.path)
+        return self._fd
+
+    def append(self, entry: dict[str, Any]) -> None:
+        """Write ``entry`` as one line; fsync after a ``final_result``."""
+        line = dumps_compact(entry) + b"\n"
+        with self._lock:
+            fd = self._current_fd()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            if entry.get("kind") == "final_result":
+                os.fsync(fd)
+
+    def sync(self) -> None:
+        """Flush what was written to disk."""
+        with self._lock:
+            if self._fd is not None:
+                os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the file (a later append opens it again)."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> ReplayLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
