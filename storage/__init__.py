@@ -1,6 +1,8 @@
 """sessiontape storage: the AgentUse tree and the skillet store and log, read and written.
 
-The public names are re-exported here; the modules behind them are:
+The public names are available here; each is imported from its module on
+first use (so that ``import storage`` does not pay for the Agents SDK until
+the item store is needed). The modules behind them:
 
 =====================  =====================================================
 ``paths``              where things live (XDG, SKILLET_HOME, project hash)
@@ -14,65 +16,51 @@ The public names are re-exported here; the modules behind them are:
 =====================  =====================================================
 """
 
-from .agentuse_reader import (
-    CorruptFileError,
-    LoadedMessage,
-    LoadedSession,
-    ReadProblem,
-    SessionScan,
-    SessionSummary,
-    load_session,
-    scan_sessions,
-)
-from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, Tokens
-from .ids import new_ulid
-from .item_store import ItemStore, ItemStoreSession, StoredSession
-from .log_reader import LogEntry, LogProblem, SessionLogReader, SessionLogTailer, Turn
-from .names import (
-    DEFAULT_USER_ID,
-    UnsafePathError,
-    default_session_name,
-    safe_join,
-    sanitize_agent_name,
-    sanitize_log_name,
-)
-from .paths import SkilletPaths, agentuse_sessions_root, project_hash, resolved_paths
-from .replay_log import ReplayLog, log_path_for
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from .version import __version__
 
-__all__ = [
-    "DEFAULT_USER_ID",
-    "AgentUseMessage",
-    "AgentUsePart",
-    "AgentUseSession",
-    "CorruptFileError",
-    "ItemStore",
-    "ItemStoreSession",
-    "LoadedMessage",
-    "LoadedSession",
-    "LogEntry",
-    "LogProblem",
-    "ReadProblem",
-    "ReplayLog",
-    "SessionLogReader",
-    "SessionLogTailer",
-    "SessionScan",
-    "SessionSummary",
-    "SkilletPaths",
-    "StoredSession",
-    "Tokens",
-    "Turn",
-    "UnsafePathError",
-    "__version__",
-    "agentuse_sessions_root",
-    "default_session_name",
-    "load_session",
-    "log_path_for",
-    "new_ulid",
-    "project_hash",
-    "resolved_paths",
-    "safe_join",
-    "sanitize_agent_name",
-    "sanitize_log_name",
-    "scan_sessions",
-]
+_EXPORTS = {
+    "agentuse_reader": ["CorruptFileError", "LoadedMessage", "LoadedSession", "ReadProblem",
+                        "SessionScan", "SessionSummary", "load_session", "scan_sessions"],
+    "agentuse_writer": ["AgentUseMessage", "AgentUsePart", "AgentUseSession", "Tokens"],
+    "ids": ["new_ulid"],
+    "item_store": ["ItemStore", "ItemStoreSession", "StoredSession"],
+    "log_reader": ["LogEntry", "LogProblem", "SessionLogReader", "SessionLogTailer", "Turn"],
+    "names": ["DEFAULT_USER_ID", "UnsafePathError", "default_session_name", "safe_join",
+              "sanitize_agent_name", "sanitize_log_name"],
+    "paths": ["SkilletPaths", "agentuse_sessions_root", "project_hash", "resolved_paths"],
+    "replay_log": ["ReplayLog", "log_path_for"],
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted([*_MODULE_OF, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'storage' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from .agentuse_reader import (CorruptFileError, LoadedMessage, LoadedSession, ReadProblem,
+                                  SessionScan, SessionSummary, load_session, scan_sessions)
+    from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, Tokens
+    from .ids import new_ulid
+    from .item_store import ItemStore, ItemStoreSession, StoredSession
+    from .log_reader import LogEntry, LogProblem, SessionLogReader, SessionLogTailer, Turn
+    from .names import (DEFAULT_USER_ID, UnsafePathError, default_session_name, safe_join,
+                        sanitize_agent_name, sanitize_log_name)
+    from .paths import SkilletPaths, agentuse_sessions_root, project_hash, resolved_paths
+    from .replay_log import ReplayLog, log_path_for

@@ -77,9 +77,13 @@ def sanitize_log_name(name: str) -> str:
 
 
 def default_session_name(now: datetime | None = None) -> str:
-    """skilled_crew's default session name: ``session_<ISO timestamp>_<random hex>``."""
+    """skilled_crew's default session name: ``session_<ISO timestamp>_<random hex>``.
+
+    The timestamp is ISO 8601 (UTC) with ``-`` for ``:``, so that the name is
+    its own sanitized log name: ``session_2026-11-22T18-30-00Z_1a2b3c4d``.
+    """
     now = now or datetime.now(timezone.utc)
-    stamp = now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
+    stamp = now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
     return f"session_{stamp}_{secrets.token_hex(4)}"
 
 

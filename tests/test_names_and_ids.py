@@ -1,0 +1,161 @@
+"""Sanitizers, safe joins and monotonic ULIDs."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage.ids import is_ulid, new_ulid, ulid_ms
+from storage.names import (
+    MAX_NAME,
+    UnsafePathError,
+    default_session_name,
+    safe_join,
+    sanitize_agent_name,
+    sanitize_log_name,
+)
+
+HOSTILE = ["", " ", ".", "..", "../../x", "/", "/etc/passwd", "a/b", "a\0b", "\0", "x" * 10_000,
+           "🎉🎉", "\u202eevil\u202c", "שלום", "Ω≈ç√", "CON", "-", "_", "--__--", "\t\n",
+           "e\u0301", "\u00e9", "..\\..\\win", "\ud800"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("hello", "hello"),
+        ("Tool User", "tool-user"),
+        ("helpers/helper", "helpers-helper"),
+        ("my_agent", "my_agent"),
+        ("  --Weird!!Name--  ", "weird-name"),
+        ("a---b", "a-b"),
+        ("", "default"),
+        ("   ", "default"),
+        ("🎉", "default"),
+        ("...", "default"),
+        ("_", "_"),
+        ("Ünïcode", "n-code"),
+    ],
+)
+def test_agent_name_table(raw: str, expected: str) -> None:
+    assert sanitize_agent_name(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("john@example.com", "john_example_com"),
+        ("fixture_session_1", "fixture_session_1"),
+        ("  spaced out  ", "spaced_out"),
+        ("a@@b..c", "a_b_c"),
+        ("__x__", "x"),
+        ("Keep-Case_1", "Keep-Case_1"),
+        ("session_2026-11-22T18:30:00.000Z_ab12", "session_2026-11-22T18_30_00_000Z_ab12"),
+    ],
+)
+def test_log_name_table(raw: str, expected: str) -> None:
+    assert sanitize_log_name(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "@@@", "🎉", "..", "/"])
+def test_log_name_never_empty_and_distinct_per_raw(raw: str) -> None:
+    name = sanitize_log_name(raw)
+    assert re.fullmatch(r"_[0-9a-f]{12}", name)
+    assert name != sanitize_log_name(raw + "!")
+
+
+def test_long_names_are_cut_with_a_hash() -> None:
+    a, b = "x" * 10_000, "x" * 9_999 + "y"
+    for sanitize in (sanitize_agent_name, sanitize_log_name):
+        assert len(sanitize(a)) <= MAX_NAME + 13
+        assert sanitize(a) != sanitize(b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_no_input_makes_an_unsafe_segment(raw: str) -> None:
+    for sanitize in (sanitize_agent_name, sanitize_log_name):
+        segment = sanitize(raw)
+        assert segment not in ("", ".", "..")
+        assert "/" not in segment and "\0" not in segment
+        assert len(segment.encode()) < 200
+        assert re.fullmatch(r"[A-Za-z0-9_-]+", segment)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=100))
+def test_sanitized_segments_stay_under_the_root(tmp_path_factory: pytest.TempPathFactory,
+                                                raw: str) -> None:
+    root = tmp_path_factory.getbasetemp() / "root"
+    path = safe_join(root, sanitize_log_name(raw), sanitize_agent_name(raw) + ".jsonl")
+    assert os.path.abspath(path).startswith(str(root) + os.sep)
+
+
+@pytest.mark.parametrize("segment", ["", ".", "..", "a/b", "/abs", "x\0y", "../up"])
+def test_safe_join_refuses(tmp_path: Path, segment: str) -> None:
+    with pytest.raises(UnsafePathError):
+        safe_join(tmp_path, segment)
+
+
+@pytest.mark.parametrize("raw", HOSTILE)
+def test_hostile_names_make_real_files_inside_the_root(tmp_path: Path, raw: str) -> None:
+    path = safe_join(tmp_path, sanitize_log_name(raw), f"{sanitize_agent_name(raw)}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}")
+    assert path.resolve().is_relative_to(tmp_path.resolve())
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("caf\u00e9", "caf"),                                # NFC: the accent is one char
+    (unicodedata.normalize("NFD", "caf\u00e9"), "cafe"),  # NFD: e + combining accent
+])
+def test_unicode_normalisation_twins_sanitize_by_code_point(raw: str, expected: str) -> None:
+    assert sanitize_log_name(raw) == expected
+
+
+def test_default_session_name_shape() -> None:
+    name = default_session_name()
+    assert re.fullmatch(r"session_\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ_[0-9a-f]{8}", name)
+    assert sanitize_log_name(name) == name
+    assert name != default_session_name()
+
+
+def test_ulids_strictly_increase_within_a_millisecond_burst() -> None:
+    ids = [new_ulid() for _ in range(20_000)]
+    assert all(is_ulid(i) for i in ids)
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert ulid_ms(ids[0]) <= ulid_ms(ids[-1])
+    assert sum(ulid_ms(a) == ulid_ms(b) for a, b in zip(ids, ids[1:])) > 100  # bursts happened
+
+
+def _child_ids(queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    queue.put([new_ulid() for _ in range(1000)])
+
+
+def test_forked_children_do_not_repeat_the_parents_sequence() -> None:
+    new_ulid()
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_child_ids, args=(queue,)) for _ in range(2)]
+    for proc in procs:
+        proc.start()
+    batches = [queue.get(timeout=30) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=30)
+    mine = [new_ulid() for _ in range(1000)]
+    every = batches[0] + batches[1] + mine
+    assert len(set(every)) == len(every)
+
+
+@pytest.mark.parametrize("text", ["", "01ARZ3NDEKTSV4RRFFQ69G5FA", "01ARZ3NDEKTSV4RRFFQ69G5FAVX",
+                                  "01arz3ndektsv4rrffq69g5fav", "81ARZ3NDEKTSV4RRFFQ69G5FAV",
+                                  "01ARZ3NDEKTSV4RRFFQ69G5FAU"])
+def test_is_ulid_rejects(text: str) -> None:
+    assert not is_ulid(text)
