@@ -58,5 +58,9 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def open_private_append(path: Path) -> int:
-    """Open ``path`` for appending (created 0600 if missing); return the fd."""
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    """Open ``path`` for appending (created 0600 if missing); return the fd.
+
+    Read-write, not write-only, so that the caller can ``pread`` what is
+    already there (the replay log checks its last byte).
+    """
+    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)

@@ -26,7 +26,8 @@ __all__ = [
 def iso_ms(moment: datetime | None = None) -> str:
     """UTC ISO-8601 with milliseconds and ``Z``: ``2026-05-27T20:11:02.482Z``."""
     moment = (moment or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # isoformat, not strftime: glibc's %Y does not pad years before 1000 to 4 digits.
+    return moment.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def user_message(user_input: str | list[Any], timestamp: str | None = None) -> dict[str, Any]:

@@ -115,7 +115,7 @@ def group_turns(entries: Iterable[LogEntry]) -> list[Turn]:
                 current.steps.append(entry.data["stepResult"])
             elif entry.kind == "final_result":
                 final = entry.data.get("finalResult")
-                current.final = final if isinstance(final, dict) else {"text": str(final)}
+                current.final = final if isinstance(final, dict) else {"text": str(final or "")}
                 current.model = entry.data.get("model")
                 current.complete, current.ended = True, entry.timestamp
                 turns.append(current)
@@ -194,7 +194,11 @@ class SessionLogTailer:
         self._fd: int | None = None
         self._offset = 0
         self._partial = b""
+        # The end is taken now: a file that appears later is read from its start.
         self._from_end = from_end
+        if from_end:
+            self._open()
+            self._from_end = False
 
     @property
     def problems(self) -> list[LogProblem]:
@@ -205,11 +209,26 @@ class SessionLogTailer:
             self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return False
-        self._offset = os.fstat(self._fd).st_size if self._from_end else 0
-        self._from_end = False
+        self._offset = 0
         self._partial = b""
         self._parser.reset()
+        if self._from_end:
+            self._skip_existing(self._fd)
         return True
+
+    def _skip_existing(self, fd: int) -> None:
+        """Start after the last complete line, counting the lines skipped.
+
+        A line still being written is read once complete, and problems keep
+        the file's own line numbers.
+        """
+        position = 0
+        while chunk := os.pread(fd, _READ_CHUNK, position):
+            position += len(chunk)
+            newlines = chunk.count(b"\n")
+            if newlines:
+                self._parser.line += newlines
+                self._offset = position - len(chunk) + chunk.rfind(b"\n") + 1
 
     def _read_new(self, fd: int) -> list[LogEntry]:
         if os.fstat(fd).st_size < self._offset:  # truncated: start over
@@ -235,8 +254,10 @@ class SessionLogTailer:
         assert self._fd is not None
         entries = self._read_new(self._fd)
         if self._replaced(self._fd):
-            if self._partial:
-                self._parser.feed(self._partial)  # a torn last line: reported
+            if self._partial:  # the old file's last line, without its newline
+                last = self._parser.feed(self._partial)  # torn: reported
+                if last is not None:
+                    entries.append(last)
             os.close(self._fd)
             self._fd = None
             if self._open():
@@ -247,8 +268,10 @@ class SessionLogTailer:
                stop: Callable[[], bool] | None = None) -> Iterator[LogEntry]:
         """Yield entries as they arrive, polling every ``interval`` seconds until ``stop()``."""
         while not (stop and stop()):
-            yield from self.poll()
-            time.sleep(interval)
+            entries = self.poll()
+            yield from entries
+            if not entries:
+                time.sleep(interval)
 
     def close(self) -> None:
         if self._fd is not None:

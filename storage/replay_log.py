@@ -101,24 +101,30 @@ class ReplayLog:
         self._lock = threading.Lock()
         self._fd: int | None = None
 
-    def _current_fd(self) -> int:
-        if self._fd is not None:
-            try:
-                same = os.path.samestat(os.stat(self.path), os.fstat(self._fd))
-            except FileNotFoundError:
-                same = False
-            if same:
+    def _is_at_path(self, fd: int) -> bool:
+        try:
+            return os.path.samestat(os.stat(self.path), os.fstat(fd))
+        except FileNotFoundError:
+            return False
+
+    def _locked_fd(self) -> int:
+        """The fd of the file now at the path, with our ``flock`` held on it."""
+        while True:
+            if self._fd is None:
+                self._fd = open_private_append(self.path)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            if self._is_at_path(self._fd):
                 return self._fd
+            # Rotated or deleted (possibly while we waited for the lock): reopen.
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
-        self._fd = open_private_append(self.path)
-        return self._fd
+            self._fd = None
 
     def append(self, entry: dict[str, Any]) -> None:
         """Write ``entry`` as one line; fsync after a ``final_result``."""
         line = dumps_compact(entry) + b"\n"
         with self._lock:
-            fd = self._current_fd()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = self._locked_fd()
             try:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
