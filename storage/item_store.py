@@ -17,9 +17,11 @@ and a busy timeout serialize them.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -73,6 +75,20 @@ def item_json(item: Any) -> str:
         return dumps_compact(item).decode()
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(text: str | bytes) -> Any:
+    """One stored item; ValueError when the row is not JSON."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # orjson refuses a lone surrogate escape ("\\ud800"), which JSON.stringify and
+        # item_json write for a string holding one; the stdlib parser reads it.
+        return json.loads(text, parse_constant=_refuse_constant)
+
+
 @dataclass(frozen=True)
 class StoredSession:
     """One ``(user_id, session_name)`` pair found in the store."""
@@ -96,6 +112,7 @@ class ItemStore:
         self.path = Path(path) if path is not None else SkilletPaths.resolve().store_file
         self.readonly = readonly
         self._ready: asyncio.Future[aiosqlite.Connection] | None = None
+        self._worker: threading.Thread | None = None
 
     def _open_sync(self) -> sqlite3.Connection:
         """Open and prepare the file (runs on the connection's worker thread)."""
@@ -123,19 +140,30 @@ class ItemStore:
 
     async def _db(self) -> aiosqlite.Connection:
         ready = self._ready
-        if ready is not None and ready.done() and ready.exception() is None:
+        if ready is not None and ready.done() and not ready.cancelled() \
+                and ready.exception() is None:
             return ready.result()
-        if self._ready is None:
+        if ready is None or ready.done():  # no attempt yet, or one cut short by a cancel
             conn = aiosqlite.Connection(self._open_sync, 64)
             # A Session handed to the SDK's Runner is never closed, and aiosqlite's
             # worker thread would then hold up interpreter exit forever.
             conn._thread.daemon = True
-            self._ready = asyncio.ensure_future(conn)
+            ready = self._ready = asyncio.ensure_future(conn)
+            self._worker = conn._thread
+        worker = self._worker
         try:
-            return await asyncio.shield(self._ready)
+            return await asyncio.shield(ready)
         except BaseException:
-            if self._ready.done() and self._ready.exception() is not None:
-                self._ready = None  # let the next call try again
+            # Every caller waiting on a failed open gets here: only the attempt
+            # that failed is forgotten, so the next call tries again.
+            if ready.done() and (ready.cancelled() or ready.exception() is not None):
+                if self._ready is ready:
+                    self._ready = None
+                # aiosqlite has queued the worker's stop; let it end while this loop
+                # runs, or it dies with a traceback posting to a closed loop.
+                deadline = time.monotonic() + 1.0
+                while worker is not None and worker.is_alive() and time.monotonic() < deadline:
+                    await asyncio.sleep(0.001)
             raise
 
     async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
@@ -145,8 +173,9 @@ class ItemStore:
 
     async def close(self) -> None:
         """Close the connection (a later call opens it again)."""
-        if self._ready is not None and self._ready.done() and not self._ready.exception():
-            await self._ready.result().close()
+        ready = self._ready
+        if ready is not None and ready.done() and not ready.cancelled() and not ready.exception():
+            await ready.result().close()
         self._ready = None
 
     async def __aenter__(self) -> ItemStore:
@@ -185,8 +214,8 @@ class ItemStoreSession(SessionABC):
         items = []
         for (text,) in rows:
             try:
-                items.append(orjson.loads(text))
-            except orjson.JSONDecodeError:
+                items.append(_loads(text))
+            except ValueError:
                 log.warning("skipping an item of %s that is not JSON: %.80r", self.session_id, text)
         return items
 
@@ -198,15 +227,23 @@ class ItemStoreSession(SessionABC):
             # SQLite joins the rows into one JSON array (the ordered subquery is
             # not flattened into the aggregate, so the order holds), which spares
             # Python a tuple per row; a row that is not JSON falls back to rows.
+            # So does an array whose length is not the row count: a damaged row
+            # such as '1,2' can still join into valid JSON.
             rows = await self.store.execute(
-                "SELECT '[' || group_concat(item_json, ',') || ']' FROM (SELECT item_json "
-                f"FROM session_items {WHERE_PAIR} {ORDER_ASC})", pair)
+                "SELECT '[' || group_concat(item_json, ',') || ']', COUNT(*) FROM "
+                f"(SELECT item_json FROM session_items {WHERE_PAIR} {ORDER_ASC})", pair)
+            joined, count = rows[0]
+            if joined is None:
+                return []
             try:
-                return orjson.loads(rows[0][0]) if rows[0][0] is not None else []
+                items = orjson.loads(joined)
             except orjson.JSONDecodeError:
-                rows = await self.store.execute(
-                    f"SELECT item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}", pair)
-                return self._decode(rows)
+                items = None
+            if isinstance(items, list) and len(items) == count:
+                return items
+            rows = await self.store.execute(
+                f"SELECT item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}", pair)
+            return self._decode(rows)
         if limit <= 0:
             return []
         rows = await self.store.execute(

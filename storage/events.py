@@ -1,0 +1,181 @@
+"""The recorder's event vocabulary: what happened in a run, in order.
+
+The recorder turns SDK callbacks and stream events into these; the sinks
+(:mod:`storage.agentuse_sink`, :mod:`storage.skillet_sink`) turn them into
+files. Every event carries ``scope`` (one recorded run: the conversation's
+turn, or a nested subagent run inside it) and ``at`` (Unix ms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = [
+    "AgentEnded",
+    "AgentInfo",
+    "AgentStarted",
+    "Event",
+    "Handoff",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "Sink",
+    "SubagentStarted",
+    "TextDelta",
+    "ToolFailed",
+    "ToolFinished",
+    "ToolInfo",
+    "ToolStarted",
+    "Usage",
+]
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """A tool as ``tools.json`` lists it."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    """The agent a run starts with: what ``session.json`` and ``tools.json`` need."""
+
+    name: str
+    model: str  # "provider:model"
+    instructions: str | None = None
+    description: str | None = None
+    max_turns: int | None = None
+    tools: tuple[ToolInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One model call's tokens and cost."""
+
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cached: int = 0
+    cache_write: int = 0
+    cost: float = 0.0
+
+
+@dataclass(frozen=True)
+class Event:
+    scope: str
+    at: int
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    """A recorded run begins: the user's input reaches the first agent."""
+
+    agent: AgentInfo
+    user_input: Any  # a string or a list of input items, as given to the Runner
+    user_text: str  # the input as one string (message.json's task)
+
+
+@dataclass(frozen=True)
+class SubagentStarted(Event):
+    """A nested run (``Agent.as_tool``) begins inside ``scope``'s tool call ``call_id``."""
+
+    call_id: str
+    child_scope: str
+    agent: AgentInfo
+    task: str
+
+
+@dataclass(frozen=True)
+class AgentStarted(Event):
+    agent_name: str
+
+
+@dataclass(frozen=True)
+class AgentEnded(Event):
+    agent_name: str
+
+
+@dataclass(frozen=True)
+class Handoff(Event):
+    from_agent: str
+    to_agent: str
+
+
+@dataclass(frozen=True)
+class ModelCallStarted(Event):
+    agent_name: str
+
+
+@dataclass(frozen=True)
+class TextDelta(Event):
+    """A chunk of streamed model text."""
+
+    agent_name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ModelCallFinished(Event):
+    """A model call's result: its reasoning summaries, its text and its usage."""
+
+    agent_name: str
+    model: str
+    usage: Usage
+    reasoning: tuple[str, ...] = ()
+    text: str | None = None
+    streamed: bool = False
+
+
+@dataclass(frozen=True)
+class ToolStarted(Event):
+    agent_name: str
+    call_id: str
+    tool_name: str
+    arguments: str  # the raw JSON arguments string
+
+
+@dataclass(frozen=True)
+class ToolFailed(Event):
+    """The tool ``call_id`` raised; its ToolFinished (with the model-facing text) follows."""
+
+    call_id: str
+    error: str
+
+
+@dataclass(frozen=True)
+class ToolFinished(Event):
+    agent_name: str
+    call_id: str
+    tool_name: str
+    output: str
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    final_text: str
+    model: str
+
+
+@dataclass(frozen=True)
+class RunFailed(Event):
+    """The run ended with an exception (AgentUse error codes: EXECUTION_ERROR, ...)."""
+
+    code: str
+    message: str
+    error_type: str
+    model: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Sink(Protocol):
+    """Consumes events in order (on the writer thread)."""
+
+    def handle(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...

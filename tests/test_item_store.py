@@ -1,0 +1,626 @@
+"""The skillet SQLite item store (storage/item_store.py) against FORMATS.md section 2.
+
+Every test drives the store through ``asyncio.run`` and checks the file with a
+plain ``sqlite3`` connection of its own, so that what is asserted is what
+skilled_crew (or another process) would find on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, Runner, function_tool
+from agents.memory import SessionSettings
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+from storage.item_store import ItemStore, StoredSession
+
+REPO = Path(__file__).resolve().parent.parent
+USER = "john@example.com"
+STORE_NAME = ".agent_sessions.sqlite"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def run_store(body: Callable[[ItemStore], Awaitable[Any]], path: Path | None = None,
+              **kwargs: Any) -> Any:
+    """``body(store)`` in a fresh event loop on a fresh, closed-afterwards store."""
+    async def main() -> Any:
+        async with ItemStore(path, **kwargs) as store:
+            return await body(store)
+    return asyncio.run(main())
+
+
+def query(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` read through an independent read-only connection."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def insert_rows(path: Path, rows: list[tuple[str, str, int, str]]) -> None:
+    """Insert ``(user_id, session_name, created_at, item_json)`` rows by hand, in order."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executemany("INSERT INTO session_items (user_id, session_name, created_at, "
+                         "item_json) VALUES (?, ?, ?, ?)", rows)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def make_store_file(path: Path) -> Path:
+    """Create an empty store (schema only) at ``path``."""
+    run_store(lambda store: store.execute("SELECT 1"), path)
+    return path
+
+
+def msg(text: str, role: str = "user") -> dict[str, Any]:
+    return {"type": "message", "role": role, "content": text}
+
+
+def kind(item: dict[str, Any]) -> str:
+    """``message:<role>`` for messages (typed or not), else the item type."""
+    item_type = item.get("type", "message")
+    return f"message:{item['role']}" if item_type == "message" else item_type
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads`` that refuses NaN/Infinity (which JSON does not have)."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "state" / STORE_NAME
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def test_schema_mode_and_modes_are_skilled_crews(tmp_path: Path) -> None:
+    old_umask = os.umask(0)  # the modes must not depend on a friendly umask
+    try:
+        async def body(store: ItemStore) -> dict[str, int]:
+            await store.session(USER, "s").add_items([msg("hello")])
+            # -wal and -shm exist only while a connection is open
+            return {p.name: stat.S_IMODE(p.stat().st_mode) for p in store.path.parent.iterdir()}
+        modes = run_store(body)  # default path: $SKILLET_HOME/state
+    finally:
+        os.umask(old_umask)
+
+    state = tmp_path / "skillet" / "state"
+    path = state / STORE_NAME
+    assert modes == {STORE_NAME: 0o600, f"{STORE_NAME}-wal": 0o600, f"{STORE_NAME}-shm": 0o600}
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE(state.parent.stat().st_mode) == 0o700
+
+    columns = [(name, type_, notnull, pk) for _, name, type_, notnull, _, pk
+               in query(path, "PRAGMA table_info(session_items)")]
+    assert columns == [
+        ("id", "INTEGER", 0, 1),
+        ("user_id", "TEXT", 1, 0),
+        ("session_name", "TEXT", 1, 0),
+        ("created_at", "INTEGER", 1, 0),
+        ("item_json", "TEXT", 1, 0),
+    ]
+    (table_sql,), = query(path, "SELECT sql FROM sqlite_master WHERE name = 'session_items'")
+    assert "AUTOINCREMENT" in table_sql.upper()
+    assert query(path, "SELECT name FROM sqlite_master WHERE name = 'sqlite_sequence'")
+    indexes = [(name, unique) for _, name, unique, *_ in
+               query(path, "PRAGMA index_list(session_items)")]
+    assert indexes == [("idx_session", 0)]
+    assert [name for _, _, name in query(path, "PRAGMA index_info(idx_session)")] == [
+        "user_id", "session_name", "created_at"]
+    assert query(path, "PRAGMA journal_mode") == [("wal",)]
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+def test_session_id_and_items_in_append_order(db: Path) -> None:
+    first, second = [msg("one"), msg("two", "assistant")], [msg("three")]
+
+    async def body(store: ItemStore) -> None:
+        session = store.session(USER, "chat")
+        assert session.session_id == f"{USER}:chat"
+        assert await session.get_items() == []
+        await session.add_items(first)
+        await session.add_items([])  # nothing, and no error
+        await session.add_items(second)
+        assert await session.get_items() == first + second
+        assert await store.session(USER, "other").get_items() == []
+    run_store(body, db)
+
+
+ITEMS = [msg(f"item {n}") for n in range(5)]
+
+
+@pytest.mark.parametrize(("limit", "settings_limit", "expected"), [
+    (None, None, ITEMS),
+    (2, None, ITEMS[-2:]),
+    (1, None, ITEMS[-1:]),
+    (5, None, ITEMS),
+    (100, None, ITEMS),
+    (0, None, []),
+    (None, 3, ITEMS[-3:]),   # the session's settings apply when no limit is given
+    (None, 0, []),
+    (4, 1, ITEMS[-4:]),      # an explicit limit wins over the settings
+])
+def test_get_items_limit(db: Path, limit: int | None, settings_limit: int | None,
+                         expected: list[dict[str, Any]]) -> None:
+    settings = SessionSettings(limit=settings_limit) if settings_limit is not None else None
+
+    async def body(store: ItemStore) -> list[Any]:
+        await store.session(USER, "s").add_items(ITEMS[:2])
+        await store.session(USER, "s").add_items(ITEMS[2:])
+        return await store.session(USER, "s", settings).get_items(limit)
+    assert run_store(body, db) == expected
+
+
+def test_pop_item_takes_the_latest_until_empty(db: Path) -> None:
+    async def body(store: ItemStore) -> None:
+        session, neighbour = store.session(USER, "s"), store.session(USER, "n")
+        await session.add_items(ITEMS[:3])
+        await neighbour.add_items([msg("keep")])
+        assert await session.pop_item() == ITEMS[2]
+        assert await session.get_items() == ITEMS[:2]
+        assert await session.pop_item() == ITEMS[1]
+        assert await session.pop_item() == ITEMS[0]
+        assert await session.pop_item() is None
+        assert await session.pop_item() is None
+        assert await neighbour.get_items() == [msg("keep")]
+    run_store(body, db)
+
+
+def test_clear_session_removes_only_that_pair(db: Path) -> None:
+    pairs = [(USER, "a"), (USER, "b"), ("jane@example.com", "a")]
+
+    async def body(store: ItemStore) -> None:
+        for user, name in pairs:
+            await store.session(user, name).add_items([msg(f"{user}/{name}")])
+        await store.session(USER, "a").clear_session()
+        assert await store.session(USER, "a").get_items() == []
+        for user, name in pairs[1:]:
+            assert await store.session(user, name).get_items() == [msg(f"{user}/{name}")]
+    run_store(body, db)
+    assert sorted(query(db, "SELECT user_id, session_name FROM session_items")) == sorted(pairs[1:])
+
+
+@pytest.mark.parametrize(("user", "name"), [
+    (USER, "session_2026-05-27T20:11:02.482Z_9f3a"),
+    ("john@example.com ", " my session "),
+    ("ünïcødé", "emoji 🎉 session"),
+    ("o'brien", 'say "hi"'),
+    ("x'); DROP TABLE session_items; --", "'; DROP TABLE session_items; --"),
+    ("a:b", "c"),
+    ("", ""),
+])
+def test_names_are_stored_raw(db: Path, user: str, name: str) -> None:
+    async def body(store: ItemStore) -> list[StoredSession]:
+        session = store.session(user, name)
+        assert session.session_id == f"{user}:{name}"
+        await session.add_items([msg("hi")])
+        assert await session.get_items() == [msg("hi")]
+        return await store.list_sessions(user)
+    listed = run_store(body, db)
+    assert [(s.user_id, s.session_name, s.items) for s in listed] == [(user, name, 1)]
+    assert query(db, "SELECT user_id, session_name FROM session_items") == [(user, name)]
+
+
+def test_pairs_with_the_same_session_id_stay_apart(db: Path) -> None:
+    async def body(store: ItemStore) -> tuple[list[Any], list[Any]]:
+        left, right = store.session("a:b", "c"), store.session("a", "b:c")
+        assert left.session_id == right.session_id
+        await left.add_items([msg("left")])
+        await right.add_items([msg("right")])
+        return await left.get_items(), await right.get_items()
+    assert run_store(body, db) == ([msg("left")], [msg("right")])
+
+
+def test_rows_of_one_add_items_share_created_at(db: Path) -> None:
+    async def body(store: ItemStore) -> None:
+        session = store.session(USER, "s")
+        await session.add_items(ITEMS[:3])
+        await asyncio.sleep(0.005)  # the next batch gets a later millisecond
+        await session.add_items(ITEMS[3:])
+    before = time.time_ns() // 1_000_000
+    run_store(body, db)
+    after = time.time_ns() // 1_000_000
+
+    rows = query(db, "SELECT id, created_at, item_json FROM session_items ORDER BY created_at, id")
+    assert [strict_json(text) for _, _, text in rows] == ITEMS
+    stamps = [created for _, created, _ in rows]
+    assert len(set(stamps[:3])) == 1 and len(set(stamps[3:])) == 1
+    assert before <= stamps[0] < stamps[3] <= after
+    assert [row_id for row_id, _, _ in rows] == sorted(row_id for row_id, _, _ in rows)
+
+
+def test_item_json_is_compact_and_keeps_unicode(db: Path) -> None:
+    text = "héllo 世界 🎉 \u2028 \"quoted\" \\ \n\t"
+    item = {"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": text, "annotations": [],
+                         "n": 1, "f": 0.5, "ok": True, "none": None}]}
+
+    async def body(store: ItemStore) -> list[Any]:
+        await store.session(USER, "s").add_items([item])
+        return await store.session(USER, "s").get_items()
+    assert run_store(body, db) == [item]
+    (text,), = query(db, "SELECT item_json FROM session_items")
+    assert text == json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    assert "🎉" in text and "世界" in text
+    assert strict_json(text) == item
+
+
+def test_odd_values_are_stored_as_json_and_read_back(db: Path) -> None:
+    circular: dict[str, Any] = {"type": "circular"}
+    circular["self"] = circular
+    odd = [
+        {"type": "nan", "v": math.nan, "inf": math.inf, "neg": -math.inf},
+        {"type": "set", "v": {1}},
+        {"type": "object", "v": object()},
+        {"type": "bytes", "v": b"raw"},
+        {"type": "big", "v": 2**70},
+        {"type": "keys", "v": {1: "one"}},
+        {"type": "surrogate", "v": "lone \ud800 half"},
+        circular,
+    ]
+
+    async def body(store: ItemStore) -> list[Any]:
+        session = store.session(USER, "odd")
+        await session.add_items(odd)
+        return await session.get_items()
+    items = run_store(body, db)
+
+    stored = [strict_json(text) for (text,) in
+              query(db, "SELECT item_json FROM session_items ORDER BY created_at, id")]
+    assert [item["type"] for item in stored] == [item["type"] for item in odd]
+    assert stored[0] == {"type": "nan", "v": None, "inf": None, "neg": None}
+    assert stored[6]["v"] == "lone \ud800 half"
+    # Everything that was written is read back, the same as a JSON parser sees it.
+    assert items == stored
+
+
+# --------------------------------------------------------------------------- order and damage
+
+
+def test_order_is_created_at_then_id(db: Path) -> None:
+    make_store_file(db)
+    stamps = [300, 100, 200, 100, 300]  # by id: 1..5
+    insert_rows(db, [(USER, "s", ms, json.dumps({"id": n + 1})) for n, ms in enumerate(stamps)])
+    in_order = [{"id": 2}, {"id": 4}, {"id": 3}, {"id": 1}, {"id": 5}]
+
+    async def body(store: ItemStore) -> None:
+        session = store.session(USER, "s")
+        assert await session.get_items() == in_order
+        assert await session.get_items(limit=3) == in_order[-3:]
+        assert await session.get_items(limit=1) == in_order[-1:]
+        assert await session.pop_item() == {"id": 5}
+        assert await session.pop_item() == {"id": 1}
+        assert await session.get_items() == in_order[:3]
+    run_store(body, db)
+
+
+@pytest.mark.parametrize("corrupt", [
+    '{"type": "message", "role": "us',   # truncated
+    "not json at all",
+    "",
+    "NaN",
+    '{"a": 1}, {"b": 2}',                # two values: valid only inside an array
+    "1, 2",
+    '{"a": 1}]',
+])
+def test_a_corrupt_row_is_skipped(db: Path, corrupt: str) -> None:
+    make_store_file(db)
+    good = [{"n": n} for n in range(4)]
+    texts = [json.dumps(good[0]), json.dumps(good[1]), corrupt,
+             json.dumps(good[2]), json.dumps(good[3])]
+    insert_rows(db, [(USER, "s", 1000 + n, text) for n, text in enumerate(texts)])
+
+    async def body(store: ItemStore) -> None:
+        session = store.session(USER, "s")
+        assert await session.get_items() == good
+        assert await session.get_items(limit=3) == good[2:]  # the corrupt row is one of 3
+        assert await session.get_items(limit=10) == good
+    run_store(body, db)
+
+
+# --------------------------------------------------------------------------- list_sessions
+
+
+def test_list_sessions(db: Path) -> None:
+    make_store_file(db)
+    insert_rows(db, [
+        (USER, "old", 1000, "{}"), (USER, "old", 1500, "{}"), (USER, "old", 1200, "{}"),
+        ("jane@example.com", "mid", 1700, "{}"),
+        (USER, "new", 1100, "{}"), (USER, "new", 2000, "{}"),
+    ])
+
+    async def body(store: ItemStore) -> tuple[list[StoredSession], ...]:
+        return (await store.list_sessions(), await store.list_sessions(USER),
+                await store.list_sessions("jane@example.com"),
+                await store.list_sessions("nobody"))
+    everyone, john, jane, nobody = run_store(body, db)
+    assert everyone == [
+        StoredSession(USER, "new", 2, 1100, 2000),
+        StoredSession("jane@example.com", "mid", 1, 1700, 1700),
+        StoredSession(USER, "old", 3, 1000, 1500),
+    ]
+    assert john == [everyone[0], everyone[2]]
+    assert jane == [everyone[1]]
+    assert nobody == []
+
+
+# --------------------------------------------------------------------------- skilled_crew's file
+
+
+FIXTURE_SESSIONS = [  # as skilled_crew wrote them, newest first
+    StoredSession(USER, "fixture_session_stream_ok", 8, 1795342232583, 1795342232820),
+    StoredSession(USER, "fixture_session_stream", 1, 1795342200135, 1795342200135),
+    StoredSession(USER, "fixture_session_1", 18, 1795342173047, 1795342186703),
+]
+FIRST_ITEM = {"type": "message", "role": "user",
+              "content": "How many lines are in the fixture data file?"}
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in directory.iterdir() if p.is_file()}
+
+
+async def read_fixture(store: ItemStore) -> tuple[list[StoredSession], list[Any]]:
+    return (await store.list_sessions(),
+            await store.session(USER, "fixture_session_1").get_items())
+
+
+def check_fixture(sessions: list[StoredSession], items: list[Any]) -> None:
+    assert sessions == FIXTURE_SESSIONS
+    assert len(items) == 18 and all(isinstance(item, dict) for item in items)
+    assert items[0] == FIRST_ITEM
+
+
+def test_reads_skilled_crews_file_readonly_without_touching_it(skillet_fixture: Path) -> None:
+    original = skillet_fixture / STORE_NAME
+    before = snapshot(skillet_fixture)
+    check_fixture(*run_store(read_fixture, original, readonly=True))
+
+    async def write(store: ItemStore) -> None:
+        with pytest.raises(sqlite3.OperationalError):
+            await store.session(USER, "fixture_session_1").add_items([msg("no")])
+    run_store(write, original, readonly=True)
+    assert snapshot(skillet_fixture) == before
+
+
+def test_reads_and_extends_a_copy_of_skilled_crews_file(skillet_fixture: Path,
+                                                        tmp_path: Path) -> None:
+    copy = tmp_path / "state" / STORE_NAME
+    copy.parent.mkdir()
+    shutil.copy(skillet_fixture / STORE_NAME, copy)
+    schema = query(copy, "SELECT type, name, sql FROM sqlite_master ORDER BY name")
+
+    async def body(store: ItemStore) -> tuple[tuple[Any, ...], list[Any]]:
+        read = await read_fixture(store)
+        await store.session(USER, "fixture_session_1").add_items([msg("and now?")])
+        return read, await store.session(USER, "fixture_session_1").get_items(limit=2)
+    read, latest = run_store(body, copy)
+    check_fixture(*read)
+    assert latest[-1] == msg("and now?") and len(latest) == 2
+    assert query(copy, "SELECT type, name, sql FROM sqlite_master ORDER BY name") == schema
+
+
+def test_a_failed_open_fails_every_caller_cleanly_and_is_retried(db: Path) -> None:
+    async def body(store: ItemStore) -> None:
+        before = set(threading.enumerate())
+        session = store.session(USER, "s")
+        # two callers wait on the same failing open (the file is missing)
+        failures = await asyncio.gather(session.get_items(), session.add_items([msg("x")]),
+                                        return_exceptions=True)
+        assert [type(f) for f in failures] == [sqlite3.OperationalError] * 2
+        # its worker thread is gone before the caller resumes, so it cannot outlive the loop
+        assert set(threading.enumerate()) <= before
+        assert not db.exists() and not db.parent.exists()
+        async with ItemStore(db) as writer:  # the file appears: the same store now opens it
+            await writer.session(USER, "s").add_items([msg("now")])
+        assert await session.get_items() == [msg("now")]
+    run_store(body, db, readonly=True)
+
+
+# --------------------------------------------------------------------------- two processes
+
+BATCHES, BATCH_SIZE = 200, 5
+
+
+def _writer(path: str, session_name: str, tag: str, start: Any) -> None:
+    """One process: wait for the other, then open the store and append its batches."""
+    async def main() -> None:
+        store = ItemStore(path)
+        session = store.session(USER, session_name)
+        for batch in range(BATCHES):
+            await session.add_items([{"w": tag, "b": batch, "i": i} for i in range(BATCH_SIZE)])
+        await store.close()
+    start.wait()
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("same_pair", [False, True], ids=["different-pairs", "same-pair"])
+def test_two_processes_write_one_file(db: Path, same_pair: bool) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Barrier(2)
+    writers = [ctx.Process(target=_writer, args=(
+        str(db), "shared" if same_pair else f"own-{tag}", tag, start)) for tag in "AB"]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+        if writer.is_alive():
+            writer.kill()
+    assert [w.exitcode for w in writers] == [0, 0]
+
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+    rows = query(db, "SELECT session_name, id, created_at, item_json FROM session_items "
+                     "ORDER BY session_name, created_at, id")
+    assert len(rows) == 2 * BATCHES * BATCH_SIZE
+    expected_pairs = {"shared"} if same_pair else {"own-A", "own-B"}
+    assert {name for name, *_ in rows} == expected_pairs
+
+    for name in expected_pairs:
+        pair = [(row_id, created, json.loads(text)) for n, row_id, created, text in rows
+                if n == name]
+        for tag in "AB" if same_pair else name[-1]:
+            mine = [(pos, row_id, created, item) for pos, (row_id, created, item)
+                    in enumerate(pair) if item["w"] == tag]
+            # every item of this process, in its own order
+            assert [(item["b"], item["i"]) for *_, item in mine] == [
+                (b, i) for b in range(BATCHES) for i in range(BATCH_SIZE)]
+            for start_at in range(0, len(mine), BATCH_SIZE):
+                batch = mine[start_at:start_at + BATCH_SIZE]
+                positions = [pos for pos, *_ in batch]
+                ids = [row_id for _, row_id, _, _ in batch]
+                assert positions == list(range(positions[0], positions[0] + BATCH_SIZE))
+                assert ids == list(range(ids[0], ids[0] + BATCH_SIZE))
+                assert len({created for _, _, created, _ in batch}) == 1
+    if same_pair:  # the two really ran at once: their batches interleave
+        writers_in_order = [json.loads(text)["w"] for *_, text in rows[::BATCH_SIZE]]
+        assert writers_in_order.count("A") == writers_in_order.count("B") == BATCHES
+        assert writers_in_order != sorted(writers_in_order)
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+@pytest.mark.parametrize("yields", [1, 2, 3, 5])
+def test_cancelled_add_items_is_all_or_nothing(db: Path, yields: int) -> None:
+    batch = [{"n": n, "pad": "x" * 200} for n in range(2000)]
+
+    async def body(store: ItemStore) -> None:
+        # twice: once while the connection is still opening, once on an open one
+        for name in ("opening", "open"):
+            session = store.session(USER, name)
+            task = asyncio.create_task(session.add_items(batch))
+            for _ in range(yields):
+                await asyncio.sleep(0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            assert task.cancelled()
+            assert await session.get_items() in ([], batch)
+        # and the store still works
+        session = store.session(USER, "after")
+        await session.add_items([msg("still here")])
+        assert await session.get_items() == [msg("still here")]
+    run_store(body, db)
+
+    counts = dict(query(db, "SELECT session_name, COUNT(*) FROM session_items GROUP BY 1"))
+    assert counts.pop("after") == 1
+    assert all(count == len(batch) for count in counts.values())
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+
+
+# --------------------------------------------------------------------------- exit
+
+
+def test_an_unclosed_store_does_not_block_exit(db: Path) -> None:
+    script = textwrap.dedent("""
+        import asyncio, sys, threading
+        from storage.item_store import ItemStore
+
+        STORE = ItemStore(sys.argv[1])  # kept alive and never closed, as the Runner does
+
+        async def main():
+            session = STORE.session("john@example.com", "exit")
+            await session.add_items([{"role": "user", "content": "bye"}])
+            assert await session.get_items() == [{"role": "user", "content": "bye"}]
+
+        asyncio.run(main())
+        print("workers alive:", sum("_connection_worker_thread" in t.name
+                                    for t in threading.enumerate()))
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script, str(db)], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=10)
+    assert time.monotonic() - started < 10
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "workers alive: 1"  # the worker was there at exit
+    assert "Traceback" not in done.stderr
+    assert query(db, "SELECT COUNT(*) FROM session_items") == [(1,)]
+
+
+# --------------------------------------------------------------------------- the real Runner
+
+
+@function_tool
+def count_lines(path: str) -> int:
+    """Count the lines of a file."""
+    return 3 if path == "data.txt" else 0
+
+
+def run_turn(path: Path, question: str, steps: list[ModelStep]) -> tuple[str, ScriptedModel]:
+    """One turn in its own loop, on new store, session, model and agent objects."""
+    model = ScriptedModel(steps)
+    agent = Agent(name="counter", instructions="Count lines.", model=model, tools=[count_lines])
+
+    async def body(store: ItemStore) -> str:
+        result = await Runner.run(agent, question, session=store.session(USER, "runner"))
+        return result.final_output
+    answer = run_store(body, path)
+    model.assert_complete()
+    return answer, model
+
+
+def test_runner_remembers_the_first_turn_through_the_store(db: Path) -> None:
+    answer, first = run_turn(db, "How many lines are in data.txt?", [
+        ModelStep(output=[function_call("count_lines", {"path": "data.txt"},
+                                        call_id="call_1", item_id="fc_1")],
+                  response_id="resp_1"),
+        ModelStep(output=[assistant_message("There are 3 lines.", item_id="msg_1")],
+                  response_id="resp_2"),
+    ])
+    assert answer == "There are 3 lines."
+    assert [kind(item) for item in first.calls[1].input] == [
+        "message:user", "function_call", "function_call_output"]
+
+    answer, second = run_turn(db, "What did I ask?", [
+        ModelStep(output=[assistant_message("You asked about data.txt.", item_id="msg_2")],
+                  response_id="resp_3"),
+    ])
+    assert answer == "You asked about data.txt."
+    seen = second.calls[0].input
+    assert [kind(item) for item in seen] == [
+        "message:user", "function_call", "function_call_output", "message:assistant",
+        "message:user"]
+    assert seen[0]["content"] == "How many lines are in data.txt?"
+    assert (seen[1]["call_id"], seen[1]["name"]) == ("call_1", "count_lines")
+    assert (seen[2]["call_id"], seen[2]["output"]) == ("call_1", "3")
+    assert seen[3]["content"][0]["text"] == "There are 3 lines."
+    assert seen[4]["content"] == "What did I ask?"
+
+    async def stored(store: ItemStore) -> list[Any]:
+        return await store.session(USER, "runner").get_items()
+    items = run_store(stored, db)
+    assert [kind(item) for item in items] == [
+        "message:user", "function_call", "function_call_output", "message:assistant",
+        "message:user", "message:assistant"]
+    assert items[-1]["content"][0]["text"] == "You asked about data.txt."
