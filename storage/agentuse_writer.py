@@ -177,14 +177,16 @@ class AgentUseSession:
         trigger: str = "manual",
         config: dict[str, Any] | None = None,
         created: int | None = None,
+        session_id: str | None = None,
     ) -> AgentUseSession:
         """Create ``root/{ULID}-{sanitized agent name}/session.json`` with status ``running``.
 
         ``root`` is a project's ``session/`` directory (see
         :func:`storage.paths.agentuse_sessions_root`). ``config`` holds extra
-        config fields (``timeout``, ``mcpServers``, ``subagents``).
+        config fields (``timeout``, ``mcpServers``, ``subagents``). ``session_id``
+        is a ULID the caller made beforehand (default: a new one).
         """
-        session_id = new_ulid()
+        session_id = session_id or new_ulid()
         directory = safe_join(root, f"{session_id}-{sanitize_agent_name(agent_name)}")
         created = created if created is not None else now_ms()
         info = drop_none(

@@ -114,21 +114,26 @@ class ModelCallStarted(Event):
 
 @dataclass(frozen=True)
 class TextDelta(Event):
-    """A chunk of streamed model text."""
+    """A chunk of streamed model text, of the output message ``item_id``."""
 
     agent_name: str
+    item_id: str
     text: str
 
 
 @dataclass(frozen=True)
 class ModelCallFinished(Event):
-    """A model call's result: its reasoning summaries, its text and its usage."""
+    """A model call's result: its reasoning summaries, its texts and its usage.
+
+    ``texts`` holds ``(message item id, text)`` per output message; in a
+    streamed run their chunks came before as :class:`TextDelta` events.
+    """
 
     agent_name: str
     model: str
     usage: Usage
     reasoning: tuple[str, ...] = ()
-    text: str | None = None
+    texts: tuple[tuple[str, str], ...] = ()
     streamed: bool = False
 
 

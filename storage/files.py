@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["DIR_MODE", "FILE_MODE", "atomic_write", "make_private_dir", "open_private_append"]
+__all__ = ["DIR_MODE", "FILE_MODE", "atomic_write", "make_private_dir", "open_private_append",
+           "prepare_private_file"]
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -64,3 +65,10 @@ def open_private_append(path: Path) -> int:
     already there (the replay log checks its last byte).
     """
     return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+
+
+def prepare_private_file(path: Path) -> Path:
+    """Make sure ``path`` exists (created 0600, parents 0700) before another library opens it."""
+    make_private_dir(path.parent)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE))
+    return path

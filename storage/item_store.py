@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -34,7 +33,7 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionABC, SessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
-from .files import FILE_MODE, make_private_dir
+from .files import prepare_private_file
 from .json_style import dumps_compact
 from .paths import SkilletPaths
 
@@ -121,8 +120,7 @@ class ItemStore:
             conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
             conn.execute("SELECT 1 FROM session_items LIMIT 1")  # a clear error if it is absent
             return conn
-        make_private_dir(self.path.parent)
-        os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE))
+        prepare_private_file(self.path)
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S,
                                check_same_thread=False)
         deadline = time.monotonic() + BUSY_TIMEOUT_S

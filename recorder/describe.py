@@ -1,0 +1,107 @@
+"""What the recorder reads off SDK objects: agents, models, inputs, responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents import Agent, Handoff, ModelResponse, RunConfig
+from agents.models.default_models import get_default_model
+
+from storage.events import AgentInfo, ToolInfo, Usage
+
+from .pricing import PriceTable, split_model
+
+__all__ = ["agent_info", "model_name", "response_content", "response_usage", "user_text"]
+
+
+def _model_object_name(model: Any) -> str:
+    module = type(model).__module__
+    if module.startswith("agents.models.openai"):
+        provider = "openai"
+    elif "litellm" in module:
+        provider = "litellm"
+    else:
+        provider = type(model).__name__.lower().removesuffix("model") or "custom"
+    name = getattr(model, "model", None)
+    return f"{provider}:{name if isinstance(name, str) and name else 'default'}"
+
+
+def model_name(agent: Agent[Any], run_config: RunConfig | None) -> str:
+    """The model an agent runs on, as ``provider:model`` (``openai:gpt-4.1``)."""
+    model = run_config.model if run_config is not None and run_config.model else agent.model
+    if model is None:
+        model = get_default_model()
+    if isinstance(model, str):
+        provider, name = split_model(model)
+        return f"{provider}:{name}"
+    return _model_object_name(model)
+
+
+def _tool_info(tool: Any) -> ToolInfo:
+    schema = getattr(tool, "params_json_schema", None)
+    return ToolInfo(str(getattr(tool, "name", type(tool).__name__)),
+                    getattr(tool, "description", None) or None,
+                    schema if isinstance(schema, dict) else None)
+
+
+def _handoff_info(handoff: Any) -> ToolInfo:
+    if isinstance(handoff, Handoff):
+        return ToolInfo(handoff.tool_name, handoff.tool_description or None,
+                        handoff.input_json_schema or None)
+    return ToolInfo(Handoff.default_tool_name(handoff), Handoff.default_tool_description(handoff))
+
+
+def agent_info(agent: Agent[Any], run_config: RunConfig | None,
+               max_turns: int | None) -> AgentInfo:
+    """The agent as ``session.json`` and ``tools.json`` describe it."""
+    tools = tuple(_tool_info(t) for t in agent.tools)
+    tools += tuple(_handoff_info(h) for h in agent.handoffs)
+    instructions = agent.instructions if isinstance(agent.instructions, str) else None
+    return AgentInfo(name=agent.name, model=model_name(agent, run_config),
+                     instructions=instructions, description=agent.handoff_description,
+                     max_turns=max_turns, tools=tools)
+
+
+def user_text(user_input: Any) -> str:
+    """The run's input as one string: the text of its user messages."""
+    if isinstance(user_input, str):
+        return user_input
+    texts = []
+    for item in user_input if isinstance(user_input, list) else ():
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(str(c.get("text", "")) for c in content
+                         if isinstance(c, dict) and "text" in c)
+    return "\n".join(texts)
+
+
+def response_usage(response: ModelResponse, model: str, prices: PriceTable) -> Usage:
+    """One call's tokens (from ``response.usage``, never the run's totals) and cost."""
+    usage = response.usage
+    inputs, outputs = usage.input_tokens_details, usage.output_tokens_details
+    tokens = Usage(input=usage.input_tokens, output=usage.output_tokens,
+                   reasoning=getattr(outputs, "reasoning_tokens", 0) or 0,
+                   cached=getattr(inputs, "cached_tokens", 0) or 0,
+                   cache_write=getattr(inputs, "cache_write_tokens", 0) or 0)
+    return Usage(tokens.input, tokens.output, tokens.reasoning, tokens.cached,
+                 tokens.cache_write, prices.cost(model, tokens))
+
+
+def response_content(response: ModelResponse) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The reasoning summaries and the ``(message id, text)`` pairs of a response."""
+    reasoning: list[str] = []
+    texts: list[tuple[str, str]] = []
+    for item in response.output:
+        kind = getattr(item, "type", None)
+        if kind == "reasoning":
+            summary = "\n".join(s.text for s in getattr(item, "summary", None) or ())
+            content = "\n".join(c.text for c in getattr(item, "content", None) or ()
+                                if getattr(c, "text", None))
+            if summary or content:
+                reasoning.append(summary or content)
+        elif kind == "message":
+            text = "".join(c.text for c in item.content if getattr(c, "type", "") == "output_text")
+            texts.append((str(getattr(item, "id", "") or ""), text))
+    return tuple(reasoning), tuple(texts)

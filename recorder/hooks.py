@@ -1,0 +1,107 @@
+"""SDK callbacks -> recorder events. Each hook builds one event and queues it.
+
+A :class:`RecorderHooks` is bound to one scope of a recorded run (the
+conversation's run or a nested subagent run). Hooks never raise: an error
+is reported to the recorder (and re-raised only in strict mode).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from agents import Agent, ModelResponse, RunContextWrapper, RunHooks, Tool
+from agents.tool_context import ToolContext
+
+from storage.events import (
+    AgentEnded,
+    AgentStarted,
+    Event,
+    Handoff,
+    ModelCallFinished,
+    ModelCallStarted,
+    ToolFinished,
+    ToolStarted,
+)
+from storage.ids import new_ulid
+
+from .describe import model_name, response_content, response_usage
+
+if TYPE_CHECKING:
+    from .scope import RunScope
+
+__all__ = ["RecorderHooks", "now_ms"]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    async def hook(self: RecorderHooks, *args: Any) -> None:
+        try:
+            method(self, *args)
+        except Exception as exc:
+            self.scope.recorder.report(exc, in_hook=True)
+
+    hook.__name__ = method.__name__
+    hook.__doc__ = method.__doc__
+    return hook
+
+
+class RecorderHooks(RunHooks[Any]):
+    """The ``RunHooks`` of one recorded scope."""
+
+    def __init__(self, scope: RunScope) -> None:
+        self.scope = scope
+
+    def _emit(self, event_type: type[Event], **fields: Any) -> None:
+        self.scope.submit(event_type(scope=self.scope.id, at=now_ms(), **fields))
+
+    @_guarded
+    def on_agent_start(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
+        self.scope.agent = agent
+        self._emit(AgentStarted, agent_name=agent.name)
+
+    @_guarded
+    def on_agent_end(self, context: RunContextWrapper[Any], agent: Agent[Any], output: Any) -> None:
+        self._emit(AgentEnded, agent_name=agent.name)
+
+    @_guarded
+    def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any],
+                   to_agent: Agent[Any]) -> None:
+        self._emit(Handoff, from_agent=from_agent.name, to_agent=to_agent.name)
+
+    @_guarded
+    def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
+                     system_prompt: str | None, input_items: list[Any]) -> None:
+        self._emit(ModelCallStarted, agent_name=agent.name)
+
+    @_guarded
+    def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any],
+                   response: ModelResponse) -> None:
+        model = model_name(agent, self.scope.run_config)
+        self.scope.model = model
+        reasoning, texts = response_content(response)
+        usage = response_usage(response, model, self.scope.recorder.prices)
+        self._emit(ModelCallFinished, agent_name=agent.name, model=model, usage=usage,
+                   reasoning=reasoning, texts=texts, streamed=self.scope.streamed)
+
+    @_guarded
+    def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
+        if isinstance(context, ToolContext):
+            call_id, arguments = context.tool_call_id, context.tool_arguments
+        else:  # hosted or custom tools without a ToolContext
+            call_id, arguments = f"call_{new_ulid()}", ""
+        self.scope.open_call(call_id)
+        self._emit(ToolStarted, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
+                   arguments=arguments)
+
+    @_guarded
+    def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool,
+                    result: Any) -> None:
+        call_id = context.tool_call_id if isinstance(context, ToolContext) else ""
+        self.scope.close_call(call_id)
+        self._emit(ToolFinished, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
+                   output=result if isinstance(result, str) else str(result))

@@ -1,0 +1,165 @@
+"""``Recorder``: one conversation, recorded into both layouts as it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agents import Agent, RunConfig, Runner, RunResult, RunResultStreaming
+from agents.memory import SessionSettings
+
+from storage.agentuse_sink import AgentUseSink
+from storage.events import Event, Sink
+from storage.item_store import ItemStore, ItemStoreSession
+from storage.links import agentuse_dir_for, find_agentuse_dir
+from storage.names import DEFAULT_USER_ID, default_session_name
+from storage.paths import SkilletPaths, agentuse_sessions_root, git_toplevel
+from storage.replay_log import ReplayLog
+from storage.skillet_sink import SkilletLogSink
+
+from .hooks import RecorderHooks
+from .pricing import Price, PriceTable
+from .runner import install
+from .scope import RunScope
+from .writer import WRITER
+
+__all__ = ["Recorder", "RecorderError"]
+
+log = logging.getLogger("sessiontape")
+
+
+class RecorderError(RuntimeError):
+    """Raised after a run by ``Recorder(strict=True)`` when recording failed."""
+
+
+class Recorder:
+    """Records the runs of one conversation ``(user_id, session_name)``.
+
+    The first run creates the AgentUse session; every run adds one exchange
+    to it, one turn to the JSONL log, and its items to the SQLite store (the
+    model's memory: the next run sees the history). A new ``Recorder`` with
+    the same pair continues the conversation, in this process or another.
+
+    Recording never changes or fails the run: the recorder's own errors are
+    logged once (``logging.getLogger("sessiontape")``) and counted in
+    :attr:`errors`; with ``strict=True`` they are raised after the run.
+    """
+
+    def __init__(
+        self,
+        user_id: str = DEFAULT_USER_ID,
+        session_name: str | None = None,
+        project_root: str | os.PathLike[str] | None = None,
+        *,
+        store: ItemStore | None = None,
+        logs_root: Path | None = None,
+        agentuse_root: Path | None = None,
+        prices: Mapping[str, Price] | None = None,
+        session_settings: SessionSettings | None = None,
+        strict: bool = False,
+    ) -> None:
+        install()
+        self.user_id = user_id
+        self.session_name = session_name or default_session_name()
+        root = Path(project_root) if project_root is not None else Path.cwd()
+        self.project_root = git_toplevel(root) or os.path.abspath(root)
+        self.cwd = os.getcwd()
+        self._agentuse_root = agentuse_root
+        skillet = SkilletPaths.resolve()
+        self.store = store if store is not None else ItemStore(skillet.store_file)
+        self._logs_root = logs_root if logs_root is not None else skillet.logs_root
+        self.prices = PriceTable(prices)
+        self.strict = strict
+        self.session: ItemStoreSession = self.store.session(user_id, self.session_name,
+                                                            session_settings)
+        self.hooks = RecorderHooks(RunScope(self, parent=None, streamed=False, run_config=None))
+        self.sinks: list[Sink] = []
+        self.errors = 0
+        self._failures: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._session_dir: Path | None = None
+        self._log: ReplayLog | None = None
+
+    # -- where this conversation lives -------------------------------------------------
+
+    @property
+    def session_dir(self) -> Path | None:
+        """This conversation's AgentUse session directory (None before its first run)."""
+        if self._session_dir is None:
+            self._session_dir = find_agentuse_dir(self.store.path, self.user_id,
+                                                  self.session_name)
+        return self._session_dir
+
+    @property
+    def log_path(self) -> Path:
+        """This conversation's JSONL replay log."""
+        return self._replay_log().path
+
+    def _replay_log(self) -> ReplayLog:
+        if self._log is None:
+            self._log = ReplayLog(self.user_id, self.session_name, self._logs_root)
+        return self._log
+
+    # -- running -----------------------------------------------------------------------
+
+    async def run(self, agent: Agent[Any], input: Any, **runner_kwargs: Any) -> RunResult:
+        """``Runner.run`` with this conversation's hooks and session, recorded."""
+        runner_kwargs.setdefault("session", self.session)
+        return await Runner.run(agent, input, hooks=self.hooks, **runner_kwargs)
+
+    def run_streamed(self, agent: Agent[Any], input: Any, **runner_kwargs: Any) -> RunResultStreaming:
+        """``Runner.run_streamed``, recorded as its events are consumed."""
+        runner_kwargs.setdefault("session", self.session)
+        return Runner.run_streamed(agent, input, hooks=self.hooks, **runner_kwargs)
+
+    def begin_run(self, streamed: bool, run_config: RunConfig | None) -> RunScope:
+        """A new root scope for one run (called by the SDK runner wrapper)."""
+        self._failures.clear()
+        return RunScope(self, parent=None, streamed=streamed, run_config=run_config)
+
+    def _ensure_sinks(self, agent_name: str) -> None:
+        if self.sinks:
+            return
+        sessions_root = self._agentuse_root or agentuse_sessions_root(self.project_root)
+        self._session_dir = agentuse_dir_for(self.store.path, self.user_id, self.session_name,
+                                             sessions_root, agent_name)
+        self.sinks = [AgentUseSink(self._session_dir, self.project_root, self.cwd),
+                      SkilletLogSink(self._replay_log())]
+
+    def submit(self, event: Event) -> None:
+        """Queue an event for this conversation's sinks (called from hooks)."""
+        if not self.sinks:
+            agent = getattr(event, "agent", None)
+            self._ensure_sinks(agent.name if agent is not None else "agent")
+        WRITER.submit(self, event)
+
+    async def flush(self) -> None:
+        """Wait until everything recorded so far is written."""
+        await WRITER.aflush()
+
+    async def flush_after_run(self) -> None:
+        """End of a run: flush, and in strict mode raise what went wrong."""
+        try:
+            await asyncio.shield(self.flush())
+        except asyncio.CancelledError:
+            pass  # the writer thread still writes everything; we just stop waiting
+        if self.strict and self._failures:
+            failures, self._failures = list(self._failures), []
+            raise RecorderError(f"recording failed: {failures[0]!r}") from failures[0]
+
+    def report(self, error: BaseException, *, in_hook: bool = False) -> None:
+        """Count a recording error; log the first; re-raise in a hook in strict mode."""
+        with self._lock:
+            self.errors += 1
+            first = self.errors == 1
+            self._failures.append(error)
+        if first:
+            log.warning("sessiontape: recording error (further ones are only counted): %r",
+                        error, exc_info=error)
+        if self.strict and in_hook:
+            raise error

@@ -1,0 +1,172 @@
+"""The SDK integration point: a wrapper around the SDK's default agent runner.
+
+``Runner.run``/``run_streamed`` delegate to the SDK's default runner, which
+sessiontape replaces (once, on the first ``Recorder``) with
+:class:`RecordingRunner`. It passes every call through unchanged unless
+
+* the call's ``hooks`` are a recorder's :attr:`Recorder.hooks`: a recorded
+  run of that conversation begins; or
+* a recorded run is active in this context (a ``ContextVar``, which the SDK's
+  tool tasks inherit) and the call comes from one of its open tool calls
+  (``Agent.as_tool`` passes the parent's ``ToolContext``): a nested subagent
+  run begins, with no wiring by the user, at any depth.
+
+For a recorded run it adds the scope's hooks (after the user's own), a
+``tool_error_formatter`` that reports tool exceptions (the SDK hides them
+from hooks) and then defers to the user's formatter, and records how the
+run ended, including exceptions and cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from contextvars import ContextVar
+from typing import Any
+
+from agents import RunConfig, RunHooks
+from agents.lifecycle import RunHooksBase
+from agents.run import get_default_agent_runner, set_default_agent_runner
+
+from .hooks import RecorderHooks
+from .scope import RunScope
+
+__all__ = ["RecordingRunner", "install"]
+
+_ACTIVE: ContextVar[RunScope | None] = ContextVar("sessiontape_active_run", default=None)
+_HOOK_NAMES = [name for name in vars(RunHooksBase) if name.startswith("on_")]
+
+
+class _ChainedHooks(RunHooks[Any]):
+    """Calls each of several ``RunHooks`` in turn (the user's first)."""
+
+    def __init__(self, *hooks: RunHooks[Any]) -> None:
+        self.hooks = hooks
+
+
+def _chain(name: str) -> Any:
+    async def call(self: _ChainedHooks, *args: Any, **kwargs: Any) -> None:
+        for hooks in self.hooks:
+            await getattr(hooks, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+for _name in _HOOK_NAMES:
+    setattr(_ChainedHooks, _name, _chain(_name))
+
+
+def _with_error_reporting(run_config: RunConfig | None, scope: RunScope) -> RunConfig:
+    config = run_config if run_config is not None else RunConfig()
+    users = config.tool_error_formatter
+
+    def formatter(args: Any) -> Any:
+        if args.kind == "tool_exception" and args.error is not None:
+            try:
+                scope.tool_failed(args.call_id, args.error)
+            except Exception as exc:
+                scope.recorder.report(exc, in_hook=False)
+        return users(args) if users is not None else None
+
+    return dataclasses.replace(config, tool_error_formatter=formatter)
+
+
+class RecordingRunner:
+    """Wraps the SDK's default runner; see the module docstring."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _plan(self, kwargs: dict[str, Any], streamed: bool) -> RunScope | None:
+        hooks = kwargs.get("hooks")
+        run_config = kwargs.get("run_config")
+        if isinstance(run_config, dict):
+            run_config = RunConfig(**run_config)
+        if isinstance(hooks, RecorderHooks) and hooks.scope.recorder.hooks is hooks:
+            scope = hooks.scope.recorder.begin_run(streamed, run_config)
+            kwargs["hooks"] = scope.hooks
+        else:
+            active = _ACTIVE.get()
+            scope = active.child(kwargs.get("context"), streamed, run_config) if active else None
+            if scope is None:
+                return None
+            kwargs["hooks"] = _ChainedHooks(hooks, scope.hooks) if hooks else scope.hooks
+        kwargs["run_config"] = _with_error_reporting(run_config, scope)
+        return scope
+
+    def _start(self, scope: RunScope, agent: Any, user_input: Any, kwargs: dict[str, Any]) -> None:
+        try:
+            scope.start(agent, user_input, kwargs.get("max_turns"))
+        except Exception as exc:
+            scope.recorder.report(exc, in_hook=True)
+
+    async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        scope = self._plan(kwargs, streamed=False)
+        if scope is None:
+            return await self.inner.run(starting_agent, input, **kwargs)
+        self._start(scope, starting_agent, input, kwargs)
+        token = _ACTIVE.set(scope)
+        try:
+            result = await self.inner.run(starting_agent, input, **kwargs)
+        except BaseException as exc:
+            scope.fail(exc)
+            raise
+        else:
+            scope.finish(result.final_output)
+            return result
+        finally:
+            _ACTIVE.reset(token)
+            if scope.parent is None:
+                await scope.recorder.flush_after_run()
+
+    def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        scope = self._plan(kwargs, streamed=True)
+        if scope is None:
+            return self.inner.run_streamed(starting_agent, input, **kwargs)
+        self._start(scope, starting_agent, input, kwargs)
+        token = _ACTIVE.set(scope)  # the run's task copies this context when it is created
+        try:
+            result = self.inner.run_streamed(starting_agent, input, **kwargs)
+        except BaseException as exc:
+            scope.fail(exc)
+            raise
+        finally:
+            _ACTIVE.reset(token)
+        result.stream_events = _recorded_stream(result, result.stream_events, scope)
+        return result
+
+
+def _recorded_stream(result: Any, stream_events: Any, scope: RunScope) -> Any:
+    async def recorded() -> Any:
+        failure: BaseException | None = None
+        try:
+            async for event in stream_events():
+                if event.type == "raw_response_event" and \
+                        getattr(event.data, "type", "") == "response.output_text.delta":
+                    scope.text_delta(str(getattr(event.data, "item_id", "")), event.data.delta)
+                yield event
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            if failure is not None:
+                scope.fail(failure)
+            elif result.is_complete:
+                scope.finish(result.final_output)
+            else:  # the consumer stopped reading before the run ended
+                scope.fail(asyncio.CancelledError())
+            if scope.parent is None:
+                await scope.recorder.flush_after_run()
+
+    return recorded
+
+
+def install() -> None:
+    """Make the SDK's ``Runner`` go through :class:`RecordingRunner` (idempotent)."""
+    current = get_default_agent_runner()
+    if not isinstance(current, RecordingRunner):
+        set_default_agent_runner(RecordingRunner(current))

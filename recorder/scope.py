@@ -1,0 +1,127 @@
+"""One recorded run: the conversation's turn, or a nested subagent run inside it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from agents import Agent, MaxTurnsExceeded, RunConfig
+from agents.tool_context import ToolContext
+
+from storage.events import (
+    Event,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    SubagentStarted,
+    TextDelta,
+    ToolFailed,
+)
+from storage.ids import new_ulid
+
+from .describe import agent_info, model_name, user_text
+from .hooks import RecorderHooks, now_ms
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
+
+__all__ = ["RunScope", "failure_code"]
+
+
+def failure_code(error: BaseException) -> tuple[str, dict[str, Any]]:
+    """AgentUse's error code for an exception, and extra ``error`` fields."""
+    if isinstance(error, asyncio.CancelledError):
+        return "USER_STOPPED", {}
+    if isinstance(error, KeyboardInterrupt):
+        return "USER_INTERRUPT", {}
+    if isinstance(error, TimeoutError):
+        return "TIMEOUT", {}
+    status = getattr(error, "status_code", None)
+    extra = {"statusCode": status} if isinstance(status, int) else {}
+    if status in (401, 403):
+        return "AUTH_ERROR", extra
+    return "EXECUTION_ERROR", extra
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, MaxTurnsExceeded):
+        return error.message
+    if isinstance(error, asyncio.CancelledError):
+        return "the run was cancelled"
+    if isinstance(error, KeyboardInterrupt):
+        return "the run was interrupted (Ctrl-C)"
+    return str(error) or type(error).__name__
+
+
+class RunScope:
+    """The state of one recorded run; its :attr:`hooks` turn callbacks into events."""
+
+    def __init__(self, recorder: Recorder, *, parent: RunScope | None, streamed: bool,
+                 run_config: RunConfig | None) -> None:
+        self.recorder = recorder
+        self.id = new_ulid()
+        self.parent = parent
+        self.streamed = streamed
+        self.run_config = run_config
+        self.agent: Agent[Any] | None = None
+        self.model = ""
+        self.calls: dict[str, RunScope] = {}  # open tool calls of the whole tree (root only)
+        self.call_id = ""  # the parent's tool call that started a nested run
+        self.ended = False
+        self.hooks = RecorderHooks(self)
+
+    @property
+    def root(self) -> RunScope:
+        return self if self.parent is None else self.parent.root
+
+    def submit(self, event: Event) -> None:
+        self.recorder.submit(event)
+
+    def open_call(self, call_id: str) -> None:
+        self.root.calls[call_id] = self
+
+    def close_call(self, call_id: str) -> None:
+        self.root.calls.pop(call_id, None)
+
+    def start(self, agent: Agent[Any], user_input: Any, max_turns: int | None) -> None:
+        """Record the start of this run (a RunStarted, or SubagentStarted in the parent)."""
+        self.agent = agent
+        self.model = model_name(agent, self.run_config)
+        info = agent_info(agent, self.run_config, max_turns)
+        text = user_text(user_input)
+        if self.parent is None:
+            self.submit(RunStarted(self.id, now_ms(), info, user_input, text))
+        else:
+            self.submit(SubagentStarted(self.parent.id, now_ms(), self.call_id, self.id, info, text))
+
+    def child(self, context: Any, streamed: bool, run_config: RunConfig | None) -> RunScope | None:
+        """A scope for a nested run started by one of this tree's open tool calls."""
+        if not isinstance(context, ToolContext):
+            return None
+        owner = self.root.calls.get(context.tool_call_id)
+        if owner is None:
+            return None
+        scope = RunScope(self.recorder, parent=owner, streamed=streamed, run_config=run_config)
+        scope.call_id = context.tool_call_id
+        return scope
+
+    def tool_failed(self, call_id: str, error: BaseException) -> None:
+        owner = self.root.calls.get(call_id, self)
+        self.submit(ToolFailed(owner.id, now_ms(), call_id, f"{type(error).__name__}: {error}"))
+
+    def text_delta(self, item_id: str, text: str) -> None:
+        name = self.agent.name if self.agent is not None else ""
+        self.submit(TextDelta(self.id, now_ms(), name, item_id, text))
+
+    def finish(self, final_output: Any) -> None:
+        if not self.ended:
+            self.ended = True
+            text = final_output if isinstance(final_output, str) else str(final_output)
+            self.submit(RunFinished(self.id, now_ms(), text, self.model))
+
+    def fail(self, error: BaseException) -> None:
+        if not self.ended:
+            self.ended = True
+            code, extra = failure_code(error)
+            self.submit(RunFailed(self.id, now_ms(), code, _message(error), type(error).__name__,
+                                  self.model, extra))

@@ -1,0 +1,217 @@
+"""Turns recorder events into the AgentUse tree (one session per conversation).
+
+Each scope (the conversation's run, or a nested subagent run) has its own
+session directory and exchange. Runs on the recorder's writer thread.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, Tokens
+from .events import (
+    AgentInfo,
+    Event,
+    ModelCallFinished,
+    ModelCallStarted,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    SubagentStarted,
+    TextDelta,
+    ToolFailed,
+    ToolFinished,
+    ToolStarted,
+)
+
+__all__ = ["AgentUseSink", "TEXT_REWRITE_INTERVAL"]
+
+# A streamed text part is rewritten at most this often (seconds); its final text is exact.
+TEXT_REWRITE_INTERVAL = 0.25
+
+
+def tool_input(arguments: str) -> Any:
+    """The parsed arguments object (the raw string when it is not JSON)."""
+    try:
+        return orjson.loads(arguments) if arguments else {}
+    except orjson.JSONDecodeError:
+        return arguments
+
+
+@dataclass
+class _Tool:
+    part: AgentUsePart
+    input: Any
+    start: int
+    error: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def state(self, status: str, end: int | None = None, **fields: Any) -> dict[str, Any]:
+        state: dict[str, Any] = {"status": status, "input": self.input, **fields}
+        if self.metadata:
+            state["metadata"] = self.metadata
+        state["time"] = {"start": self.start} if end is None else {"start": self.start, "end": end}
+        return state
+
+
+@dataclass
+class _Scope:
+    session: AgentUseSession
+    message: AgentUseMessage
+    tools: dict[str, _Tool] = field(default_factory=dict)
+    texts: dict[str, AgentUsePart] = field(default_factory=dict)  # streamed text by item
+    streaming: AgentUsePart | None = None
+    last_rewrite: float = 0.0
+
+
+def _tools_json(agent: AgentInfo) -> list[dict[str, Any]]:
+    return [{k: v for k, v in (("name", t.name), ("description", t.description),
+                               ("inputSchema", t.input_schema)) if v is not None}
+            for t in agent.tools]
+
+
+class AgentUseSink:
+    """Writes one conversation into ``session_dir`` (created on the first run, reopened after).
+
+    ``session_dir`` is ``<sessions root>/{ULID}-{agent}``, decided by the
+    recorder so that it can be found again for the next run.
+    """
+
+    def __init__(self, session_dir: Path, project_root: str, cwd: str) -> None:
+        self.session_dir = session_dir
+        self.project_root = project_root
+        self.cwd = cwd
+        self._scopes: dict[str, _Scope] = {}
+        self._handlers = {
+            RunStarted: self._run_started, SubagentStarted: self._subagent_started,
+            ModelCallStarted: self._model_call_started, TextDelta: self._text_delta,
+            ModelCallFinished: self._model_call_finished, ToolStarted: self._tool_started,
+            ToolFailed: self._tool_failed, ToolFinished: self._tool_finished,
+            RunFinished: self._run_finished, RunFailed: self._run_failed,
+        }
+
+    def handle(self, event: Event) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)  # type: ignore[operator]
+
+    def close(self) -> None:
+        self._scopes.clear()
+
+    def _session_kwargs(self, agent: AgentInfo) -> dict[str, Any]:
+        return {"model": agent.model, "project_root": self.project_root, "cwd": self.cwd,
+                "max_steps": agent.max_turns, "description": agent.description}
+
+    def _start(self, scope: str, session: AgentUseSession, agent: AgentInfo, task: str,
+               at: int) -> None:
+        session.write_tools(_tools_json(agent))
+        system = [agent.instructions] if agent.instructions else []
+        self._scopes[scope] = _Scope(session, session.add_message(task, system=system, created=at))
+
+    def _run_started(self, event: RunStarted) -> None:
+        if (self.session_dir / "session.json").exists():
+            session = AgentUseSession.open(self.session_dir)
+            session.info["model"] = event.agent.model
+            session.set_status("running", at=event.at)
+        else:
+            session_id = self.session_dir.name.partition("-")[0]
+            session = AgentUseSession.create(
+                self.session_dir.parent, event.agent.name, session_id=session_id,
+                created=event.at, **self._session_kwargs(event.agent))
+        self._start(event.scope, session, event.agent, event.user_text, event.at)
+
+    def _subagent_started(self, event: SubagentStarted) -> None:
+        parent = self._scopes[event.scope]
+        child = parent.session.create_subagent(event.agent.name, created=event.at,
+                                               **self._session_kwargs(event.agent))
+        parent.message.add_part("agent", name=event.agent.name)
+        tool = parent.tools.get(event.call_id)
+        if tool is not None:
+            tool.metadata.update(sessionID=child.id, agent=event.agent.name,
+                                 path=str(child.directory.relative_to(parent.session.directory)))
+            tool.part.update(state=tool.state("running"))
+        self._start(event.child_scope, child, event.agent, event.task, event.at)
+
+    def _model_call_started(self, event: ModelCallStarted) -> None:
+        scope = self._scopes[event.scope]
+        scope.message.add_part("step-start")
+        scope.streaming = None
+
+    def _text_delta(self, event: TextDelta) -> None:
+        scope = self._scopes[event.scope]
+        key = event.item_id or ""
+        part = scope.texts.get(key)
+        if part is None:
+            part = scope.message.add_part("text", text=event.text, time={"start": event.at})
+            scope.texts[key] = part
+            scope.last_rewrite = time.monotonic()
+            return
+        if part.fields.get("time", {}).get("end") is not None:
+            return  # the call already finished: its exact text is written
+        part.fields["text"] += event.text
+        now = time.monotonic()
+        if now - scope.last_rewrite >= TEXT_REWRITE_INTERVAL:
+            part.save()
+            scope.last_rewrite = now
+
+    def _model_call_finished(self, event: ModelCallFinished) -> None:
+        scope = self._scopes[event.scope]
+        for text in event.reasoning:
+            scope.message.add_part("reasoning", text=text, time={"start": event.at, "end": event.at})
+        for item_id, text in event.texts:
+            part = scope.texts.get(item_id)
+            if part is None:
+                part = scope.message.add_part("text", text=text, time={"start": event.at})
+                scope.texts[item_id] = part
+            part.update(text=text, time={"start": part.fields["time"]["start"], "end": event.at})
+        usage = event.usage
+        tokens = Tokens(usage.input, usage.output, usage.reasoning, usage.cached, usage.cache_write)
+        scope.message.add_part("step-finish", cost=usage.cost, tokens=tokens.to_json())
+        scope.message.add_usage(tokens, usage.cost)
+
+    def _tool_started(self, event: ToolStarted) -> None:
+        scope = self._scopes[event.scope]
+        args = tool_input(event.arguments)
+        part = scope.message.add_part("tool", callID=event.call_id, tool=event.tool_name,
+                                      state={"status": "running", "input": args,
+                                             "time": {"start": event.at}})
+        scope.tools[event.call_id] = _Tool(part, args, event.at)
+
+    def _tool_failed(self, event: ToolFailed) -> None:
+        tool = self._scopes[event.scope].tools.get(event.call_id)
+        if tool is not None:
+            tool.error = event.error
+
+    def _tool_finished(self, event: ToolFinished) -> None:
+        tool = self._scopes[event.scope].tools.pop(event.call_id, None)
+        if tool is None:
+            return
+        if tool.error is not None:
+            tool.part.update(state=tool.state("error", event.at, error=tool.error))
+        else:
+            tool.part.update(state=tool.state("completed", event.at, output=event.output))
+
+    def _close_open_tools(self, scope: _Scope, at: int, reason: str) -> None:
+        for tool in scope.tools.values():
+            tool.part.update(state=tool.state("error", at, error=tool.error or reason))
+        scope.tools.clear()
+
+    def _run_finished(self, event: RunFinished) -> None:
+        scope = self._scopes.pop(event.scope)
+        self._close_open_tools(scope, event.at, "the run ended before the tool finished")
+        scope.message.complete(at=event.at)
+        scope.session.set_status("completed", at=event.at)
+
+    def _run_failed(self, event: RunFailed) -> None:
+        scope = self._scopes.pop(event.scope, None)
+        if scope is None:
+            return
+        self._close_open_tools(scope, event.at, f"{event.error_type}: {event.message}")
+        scope.message.fail(event.message, event.error_type)
+        scope.session.set_status("error", at=event.at, error={
+            "code": event.code, "message": event.message, **event.details})

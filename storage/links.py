@@ -1,0 +1,55 @@
+"""Which AgentUse session directory belongs to a skillet ``(user, session)`` pair.
+
+Kept in a table of its own in the item store's SQLite file (skilled_crew
+ignores it; ``session_items`` is untouched), so a later run of the same
+conversation, in any process, finds its AgentUse session again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from .files import prepare_private_file
+from .ids import new_ulid
+from .names import safe_join, sanitize_agent_name
+
+__all__ = ["LINKS_TABLE", "agentuse_dir_for", "find_agentuse_dir"]
+
+LINKS_TABLE = "sessiontape_links"
+_SCHEMA = f"""CREATE TABLE IF NOT EXISTS {LINKS_TABLE} (
+  user_id TEXT NOT NULL,
+  session_name TEXT NOT NULL,
+  agentuse_dir TEXT NOT NULL,
+  PRIMARY KEY (user_id, session_name))"""
+_SELECT = f"SELECT agentuse_dir FROM {LINKS_TABLE} WHERE user_id = ? AND session_name = ?"
+
+
+def _connect(store_file: Path) -> sqlite3.Connection:
+    prepare_private_file(store_file)
+    conn = sqlite3.connect(store_file, timeout=30.0, isolation_level=None)
+    conn.execute(_SCHEMA)
+    return conn
+
+
+def find_agentuse_dir(store_file: Path, user_id: str, session_name: str) -> Path | None:
+    """The linked directory, or None when the pair has none (or there is no store yet)."""
+    if not store_file.exists():
+        return None
+    with closing(_connect(store_file)) as conn:
+        row = conn.execute(_SELECT, (user_id, session_name)).fetchone()
+    return Path(row[0]) if row else None
+
+
+def agentuse_dir_for(store_file: Path, user_id: str, session_name: str,
+                     sessions_root: Path, agent_name: str) -> Path:
+    """The pair's directory; a new ``{ULID}-{agent}`` under ``sessions_root`` on first use.
+
+    Safe when two processes ask at once: the first insert wins and both get it.
+    """
+    with closing(_connect(store_file)) as conn:
+        new = safe_join(sessions_root, f"{new_ulid()}-{sanitize_agent_name(agent_name)}")
+        conn.execute(f"INSERT OR IGNORE INTO {LINKS_TABLE} VALUES (?, ?, ?)",
+                     (user_id, session_name, str(new)))
+        return Path(conn.execute(_SELECT, (user_id, session_name)).fetchone()[0])

@@ -1,0 +1,116 @@
+"""Turns recorder events into the skillet JSONL replay log of one conversation.
+
+One turn per recorded run: ``user_message``, the steps (subagent runs
+included, under their own agent names), ``final_result``. A failed run is
+closed with a ``final_result`` whose text says what failed and which carries
+an extra ``error`` object (``code``, ``message``, ``type``); skilled_crew's
+reader ignores keys it does not know.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from . import log_entries as entry
+from .events import (
+    AgentEnded,
+    AgentStarted,
+    Event,
+    Handoff,
+    ModelCallFinished,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+)
+from .replay_log import ReplayLog
+
+__all__ = ["SkilletLogSink", "skillet_model"]
+
+
+def _stamp(at: int) -> str:
+    return entry.iso_ms(datetime.fromtimestamp(at / 1000, timezone.utc))
+
+
+def skillet_model(model: str) -> str:
+    """``provider:model`` as skilled_crew writes it: ``provider/model``."""
+    return model.replace(":", "/", 1)
+
+
+class SkilletLogSink:
+    """Appends each run of the conversation to its :class:`ReplayLog`.
+
+    Only the conversation's own runs (the scopes of ``RunStarted`` events)
+    write ``user_message``, ``text`` and ``final_result``; nested subagent
+    runs add their agent and tool steps to the same turn.
+    """
+
+    def __init__(self, log: ReplayLog) -> None:
+        self.log = log
+        self._roots: set[str] = set()
+        self._handlers = {
+            RunStarted: self._run_started, AgentStarted: self._agent_started,
+            AgentEnded: self._agent_ended, Handoff: self._handoff, TextDelta: self._text_delta,
+            ModelCallFinished: self._model_call_finished, ToolStarted: self._tool_started,
+            ToolFinished: self._tool_finished, RunFinished: self._run_finished,
+            RunFailed: self._run_failed,
+        }
+
+    def handle(self, event: Event) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)  # type: ignore[operator]
+
+    def close(self) -> None:
+        self.log.close()
+
+    def _step(self, event: Event, result: dict) -> None:  # type: ignore[type-arg]
+        self.log.append(entry.step(result, _stamp(event.at)))
+
+    def _run_started(self, event: RunStarted) -> None:
+        self._roots.add(event.scope)
+        self.log.append(entry.user_message(event.user_input, _stamp(event.at)))
+
+    def _agent_started(self, event: AgentStarted) -> None:
+        self._step(event, entry.agent_start(event.agent_name))
+
+    def _agent_ended(self, event: AgentEnded) -> None:
+        self._step(event, entry.agent_end(event.agent_name))
+
+    def _handoff(self, event: Handoff) -> None:
+        self._step(event, entry.handoff(event.from_agent, event.to_agent))
+
+    def _text_delta(self, event: TextDelta) -> None:
+        if event.scope in self._roots and event.text:
+            self._step(event, entry.text(event.text))
+
+    def _model_call_finished(self, event: ModelCallFinished) -> None:
+        if event.scope in self._roots and not event.streamed:
+            for _, text in event.texts:
+                if text:
+                    self._step(event, entry.text(text))
+
+    def _tool_started(self, event: ToolStarted) -> None:
+        self._step(event, entry.agent_tool_start(event.agent_name, event.tool_name,
+                                                 event.arguments))
+
+    def _tool_finished(self, event: ToolFinished) -> None:
+        self._step(event, entry.agent_tool_end(event.agent_name, event.tool_name, event.output))
+
+    def _run_finished(self, event: RunFinished) -> None:
+        if event.scope in self._roots:
+            self._roots.discard(event.scope)
+            self.log.append(entry.final_result(event.final_text, model=skillet_model(event.model),
+                                               timestamp=_stamp(event.at)))
+
+    def _run_failed(self, event: RunFailed) -> None:
+        if event.scope not in self._roots:
+            return
+        self._roots.discard(event.scope)
+        final = entry.final_result(f"[run failed] {event.error_type}: {event.message}",
+                                   model=skillet_model(event.model) if event.model else None,
+                                   timestamp=_stamp(event.at))
+        final["error"] = {"code": event.code, "message": event.message, "type": event.error_type}
+        self.log.append(final)
