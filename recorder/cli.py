@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
 
+from storage.names import DEFAULT_USER_ID
 from storage.paths import resolved_paths
 from storage.version import __version__
 
 EXIT_OK = 0
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
 def _print_json(value: object) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def use_color(stream: object = sys.stdout) -> bool:
+    """Colour only on a terminal, and never with ``NO_COLOR`` set."""
+    return not os.environ.get("NO_COLOR") and bool(getattr(stream, "isatty", lambda: False)())
 
 
 def cmd_paths(args: argparse.Namespace) -> int:
@@ -32,6 +41,43 @@ def cmd_paths(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run one recorded turn of the bundled demo conversation."""
+    if args.model and not os.environ.get("OPENAI_API_KEY"):
+        print("sessiontape demo: --model needs OPENAI_API_KEY (leave it out to run offline)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    from storage.log_reader import SessionLogReader
+
+    from .demo import demo_paths, run_demo
+    from .transcript import render_turns
+
+    color = use_color()
+    bold, reset = ("\x1b[1m", "\x1b[0m") if color else ("", "")
+    print(f"{bold}sessiontape demo{reset}: conversation {args.session_name!r} of {args.user_email}"
+          f" ({'model ' + args.model if args.model else 'offline, scripted model'})")
+    print("agent> ", end="", flush=True)
+    result = asyncio.run(run_demo(user_id=args.user_email, session_name=args.session_name,
+                                  model=args.model,
+                                  on_text=lambda t: print(t, end="", flush=True)))
+    print()
+    if result.model_input_items is not None:
+        print(f"\nTurn {result.earlier_turns + 1}: the model's first call got "
+              f"{result.model_input_items} input items ({result.model_input_items - 1} from "
+              "earlier turns, replayed from the SQLite store).")
+    print(f"\n{bold}Recorded to{reset}")
+    for name, path in demo_paths(result.recorder).items():
+        print(f"  {name:<17} {path}")
+    print(f"\n{bold}Transcript{reset} (replayed from the JSONL log)")
+    for line in render_turns(SessionLogReader(result.recorder.log_path).turns(), color=color):
+        print(f"  {line}")
+    if result.recorder.errors:
+        print(f"sessiontape: {result.recorder.errors} recording error(s); see the warning above",
+              file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every verb."""
     parser = argparse.ArgumentParser(
@@ -39,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Record OpenAI Agents SDK runs into the AgentUse and skillet layouts.")
     parser.add_argument("--version", action="version", version=f"sessiontape {__version__}")
     verbs = parser.add_subparsers(dest="verb", metavar="COMMAND")
+
     paths = verbs.add_parser(
         "paths", help="print the resolved AgentUse root and skillet directories",
         description="Print the AgentUse session root of a project and the skillet "
@@ -47,6 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
                        help="project root whose AgentUse root to show (default: cwd)")
     paths.add_argument("--json", action="store_true", help="print one JSON object")
     paths.set_defaults(handler=cmd_paths)
+
+    from .demo import DEMO_SESSION
+
+    demo = verbs.add_parser(
+        "demo", help="run the bundled agent, recorded (offline by default)",
+        description="Run one turn of a bundled trip-planner agent with a subagent, tools "
+                    "(one fails) and a streamed answer, record it into both layouts, and "
+                    "print where it went and the replayed transcript. Offline with a "
+                    "scripted model unless --model is given. Each run continues the "
+                    "same conversation.")
+    demo.add_argument("--user-email", default=DEFAULT_USER_ID, help="user id (default: %(default)s)")
+    demo.add_argument("--session-name", default=DEMO_SESSION,
+                      help="conversation to continue (default: %(default)s)")
+    demo.add_argument("--model", default=None,
+                      help="a real OpenAI model, e.g. gpt-4.1-mini (needs OPENAI_API_KEY)")
+    demo.set_defaults(handler=cmd_demo)
     return parser
 
 
@@ -60,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
+        print(file=sys.stderr)
         return 130
     except BrokenPipeError:
         sys.stderr.close()  # quiet exit when the reader of our output goes away
