@@ -110,6 +110,7 @@ class AgentUseMessage:
         self.session = session
         self.info = info
         self.directory = directory
+        self._part_dir_made = False
 
     @property
     def id(self) -> str:
@@ -122,7 +123,9 @@ class AgentUseMessage:
 
     def add_part(self, part_type: str, **fields: Any) -> AgentUsePart:
         """Write a new part of ``part_type``; None-valued fields are omitted."""
-        make_private_dir(self.directory / "part")
+        if not self._part_dir_made:
+            make_private_dir(self.directory / "part")
+            self._part_dir_made = True
         return AgentUsePart(self, {"type": part_type, **drop_none(**fields)})
 
     def add_usage(self, tokens: Tokens, cost: float) -> None:

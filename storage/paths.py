@@ -21,7 +21,9 @@ __all__ = [
     "agentuse_sessions_root",
     "git_toplevel",
     "project_hash",
+    "project_key",
     "resolved_paths",
+    "sessions_root_for_key",
 ]
 
 SKILLET_APP = "skilled-crew"
@@ -49,16 +51,29 @@ def git_toplevel(directory: Path) -> str | None:
     return top if done.returncode == 0 and top else None
 
 
+def project_key(project_root: Path | str | None = None) -> str:
+    """What AgentUse hashes: the git top level of ``project_root`` (default: cwd), else its abspath."""
+    root = Path(project_root) if project_root is not None else Path.cwd()
+    return git_toplevel(root) or os.path.abspath(root)
+
+
+def _hash16(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def project_hash(project_root: Path | str | None = None) -> str:
     """First 16 hex chars of SHA-256 over the project's git top level (else its abspath)."""
-    root = Path(project_root) if project_root is not None else Path.cwd()
-    key = git_toplevel(root) or os.path.abspath(root)
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return _hash16(project_key(project_root))
+
+
+def sessions_root_for_key(key: str) -> Path:
+    """``.../agentuse/project/{hash}/session`` for an already resolved :func:`project_key`."""
+    return agentuse_data_root() / "project" / _hash16(key) / "session"
 
 
 def agentuse_sessions_root(project_root: Path | str | None = None) -> Path:
     """``.../agentuse/project/{hash}/session`` for ``project_root`` (default: cwd)."""
-    return agentuse_data_root() / "project" / project_hash(project_root) / "session"
+    return sessions_root_for_key(project_key(project_root))
 
 
 def _source_checkout() -> Path | None:

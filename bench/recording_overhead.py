@@ -1,0 +1,258 @@
+"""Recording overhead: a run recorded by sessiontape against the SDK with only SQLiteSession.
+
+The work is one turn of CALLS sequential tool calls (600 by default: the size
+the Agents Ledger doc reports), driven by a deterministic scripted model: each
+model step calls one cheap function tool once, and a last step answers. Both
+sides run the same script with a file database for the conversation:
+
+* baseline: ``Runner.run(agent, prompt, session=SQLiteSession(...))``;
+* recorded: ``Recorder.run(agent, prompt)``, whose session is sessiontape's
+  item store and which also writes the AgentUse tree and the JSONL log. Its
+  wall time includes the wait for the writer thread at the end of the run,
+  which is also shown on its own ("flush at end").
+
+After an untimed warm-up of both sides, the rounds run baseline and recorded
+on fresh files in new directories, in alternating order; the figures are
+medians over the rounds. The SDK sends the whole history to the model on
+every turn, so a run is quadratic in CALLS on both sides alike: about 30 s
+per run at 600 calls on a 2-CPU machine, 3.5 minutes in all with the
+defaults (``--rounds 1`` for a quick look). All files go to a temporary directory
+(``SKILLET_HOME`` and the XDG directories point into it), never to the home
+directory or the repo.
+
+    python bench/recording_overhead.py [--calls 600] [--rounds 3] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agents import Agent, Runner, Usage, function_tool
+from agents.memory import SQLiteSession
+from agents.testing import (
+    ModelCall,
+    ModelStep,
+    ScriptedModel,
+    assistant_message,
+    function_call,
+)
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+from recorder import Price, Recorder
+from recorder.writer import WRITER
+
+TARGET_RATIO = 1.10
+WARM_UP_CALLS = 20
+USER_ID = "john@example.com"
+PROMPT = "Look up every record, one call at a time, then say how many there were."
+FINAL_TEXT = "Done: all records looked up."
+# The scripted model is "scripted:default"; a price makes the recorder compute costs.
+PRICES = {"default": Price(2.00, 0.50, 8.00)}
+
+
+@function_tool
+def lookup(record: int) -> str:
+    """Look up one record by number."""
+    return f"record {record}: ok"
+
+
+def usage(step: int) -> Usage:
+    """One model call's usage (the input grows with the history, as it would)."""
+    input_tokens = 120 + 40 * step
+    return Usage(requests=1, input_tokens=input_tokens, output_tokens=18,
+                 total_tokens=input_tokens + 18,
+                 input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+                 output_tokens_details=OutputTokensDetails(reasoning_tokens=0))
+
+
+def script(calls: int) -> list[ModelStep]:
+    """``calls`` steps that call the tool once each, then the answer; every id unique."""
+    steps = [ModelStep(output=[function_call("lookup", {"record": n}, call_id=f"call_{n:05d}",
+                                             item_id=f"fc_{n:05d}")],
+                       usage=usage(n), response_id=f"resp_{n:05d}")
+             for n in range(calls)]
+    steps.append(ModelStep(output=[assistant_message(FINAL_TEXT, item_id="msg_final")],
+                           usage=usage(calls), response_id="resp_final"))
+    return steps
+
+
+class LeanScriptedModel(ScriptedModel):
+    """``ScriptedModel`` without its record of the calls.
+
+    ``ScriptedModel`` deep-copies every call's input twice and keeps one copy:
+    quadratic work and memory (a quarter of the run at 600 calls) that belong
+    to neither side and would dilute the ratio. Steps and responses are the same.
+    """
+
+    def _record_call(self, **call: Any) -> ModelCall:
+        return ModelCall(**call)
+
+
+def make_agent(calls: int) -> Agent[Any]:
+    return Agent(name="ledger", instructions="Use the lookup tool for each record.",
+                 model=LeanScriptedModel(script(calls)), tools=[lookup])
+
+
+def point_env_at(directory: Path) -> None:
+    """Every location sessiontape (or anything else) would write to, inside ``directory``."""
+    for name, sub in (("SKILLET_HOME", "skillet"), ("XDG_DATA_HOME", "xdg-data"),
+                      ("XDG_STATE_HOME", "xdg-state"), ("XDG_CACHE_HOME", "xdg-cache"),
+                      ("XDG_CONFIG_HOME", "xdg-config")):
+        os.environ[name] = str(directory / sub)
+
+
+def writer_cpu() -> float:
+    """CPU seconds (user + system) used so far by sessiontape's writer thread (Linux; else nan)."""
+    tid = getattr(getattr(WRITER, "_thread", None), "native_id", None)
+    try:
+        fields = Path(f"/proc/self/task/{tid}/stat").read_text().rpartition(")")[2].split()
+    except (OSError, TypeError):
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def timed(run: Any) -> tuple[dict[str, float], Any]:
+    """Wall time, event-loop thread CPU and whole-process CPU of ``await run()``."""
+    gc.collect()
+    wall, loop_cpu, cpu = time.perf_counter(), time.thread_time(), time.process_time()
+    result = await run()
+    figures = {"wall": time.perf_counter() - wall, "loop_cpu": time.thread_time() - loop_cpu,
+               "cpu": time.process_time() - cpu}
+    return figures, result
+
+
+def check_result(result: Any, calls: int) -> None:
+    assert result.final_output == FINAL_TEXT, result.final_output
+    outputs = [i for i in result.new_items if i.type == "tool_call_output_item"]
+    assert len(outputs) == calls, len(outputs)
+
+
+async def baseline(directory: Path, calls: int) -> dict[str, float]:
+    """The SDK alone: ``Runner.run`` with a ``SQLiteSession`` on a fresh file."""
+    point_env_at(directory)
+    agent = make_agent(calls)
+    database = directory / "sdk.sqlite"
+    session = SQLiteSession(f"{USER_ID}:baseline", database)
+    try:
+        figures, result = await timed(
+            lambda: Runner.run(agent, PROMPT, session=session, max_turns=calls + 10))
+        check_result(result, calls)
+        assert len(await session.get_items()) == 2 * calls + 2
+    finally:
+        session.close()
+    return figures
+
+
+async def recorded(directory: Path, calls: int) -> dict[str, float]:
+    """``Recorder.run`` on fresh files (item store, AgentUse tree, JSONL log)."""
+    point_env_at(directory)
+    agent = make_agent(calls)
+    rec = Recorder(user_id=USER_ID, session_name="recorded", project_root=directory,
+                   prices=PRICES)
+    flush: dict[str, float] = {}
+    flush_after_run = rec.flush_after_run
+
+    async def timed_flush() -> None:  # the end of rec.run: waits for the writer thread
+        flush["backlog"] = WRITER._queue.qsize()
+        start = time.perf_counter()
+        try:
+            await flush_after_run()
+        finally:
+            flush["flush"] = time.perf_counter() - start
+
+    rec.flush_after_run = timed_flush  # type: ignore[method-assign]
+    try:
+        await rec.flush()  # starts the writer thread, if need be, before the timed run
+        cpu = writer_cpu()
+        figures, result = await timed(lambda: rec.run(agent, PROMPT, max_turns=calls + 10))
+        figures["writer_cpu"] = writer_cpu() - cpu
+        figures.update(flush)
+        check_result(result, calls)
+        assert rec.errors == 0, f"{rec.errors} recording errors"
+        assert len(await rec.session.get_items()) == 2 * calls + 2
+    finally:
+        await rec.store.close()
+    # The recording happened: a tool part per call, and the log's tool steps.
+    assert rec.session_dir is not None
+    tool_parts = [p for p in rec.session_dir.glob("*/part/*.json") if b'"tool"' in p.read_bytes()]
+    assert len(tool_parts) == calls, len(tool_parts)
+    assert rec.log_path.read_bytes().count(b"\n") >= 2 * calls + 2
+    return figures
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+async def run(calls: int, rounds: int, directory: Path) -> dict[str, dict[str, float]]:
+    """A warm-up, then ``rounds`` rounds of both sides in alternating order; medians."""
+    sides = {"baseline": baseline, "recorded": recorded}
+    for side, measure in sides.items():
+        (directory / f"warm-up-{side}").mkdir()
+        await measure(directory / f"warm-up-{side}", WARM_UP_CALLS)
+    runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    for round_no in range(rounds):
+        order = list(sides) if round_no % 2 == 0 else list(sides)[::-1]
+        for side in order:
+            (directory / f"{round_no}-{side}").mkdir()
+            runs[side].append(await sides[side](directory / f"{round_no}-{side}", calls))
+        base, ours = runs["baseline"][-1]["wall"], runs["recorded"][-1]["wall"]
+        print(f"round {round_no + 1}/{rounds} ({' first, '.join(order)} second): "
+              f"baseline {base:.2f} s, recorded {ours:.2f} s, ratio {ours / base:.3f}x",
+              flush=True)
+    figures = {side: {key: median([r[key] for r in results]) for key in results[0]}
+               for side, results in runs.items()}
+    figures["recorded"]["round_ratio"] = median(
+        [ours["wall"] / base["wall"] for base, ours in zip(runs["baseline"], runs["recorded"])])
+    return figures
+
+
+def report(figures: dict[str, dict[str, float]], calls: int) -> list[tuple[str, str, str, str]]:
+    """Rows of (what, baseline, recorded, ratio or note) for printing."""
+    base, ours = figures["baseline"], figures["recorded"]
+    ratio = ours["wall"] / base["wall"]
+    verdict = "within" if ratio <= TARGET_RATIO else "over"
+    return [
+        (f"wall time, 1 turn of {calls} tool calls", f"{base['wall']:.2f} s",
+         f"{ours['wall']:.2f} s", f"{ratio:.3f}x ({verdict} {TARGET_RATIO:.2f}x)"),
+        ("  per-round ratios, median", "", "", f"{ours['round_ratio']:.3f}x"),
+        ("wall time per tool call", f"{base['wall'] / calls * 1e3:.2f} ms",
+         f"{ours['wall'] / calls * 1e3:.2f} ms",
+         f"{(ours['wall'] - base['wall']) / calls * 1e3:+.2f} ms"),
+        ("CPU, event-loop thread", f"{base['loop_cpu']:.2f} s", f"{ours['loop_cpu']:.2f} s",
+         f"{ours['loop_cpu'] / base['loop_cpu']:.3f}x"),
+        ("CPU, whole process", f"{base['cpu']:.2f} s", f"{ours['cpu']:.2f} s",
+         f"{ours['cpu'] / base['cpu']:.3f}x"),
+        ("  of which writer thread", "-", f"{ours['writer_cpu']:.2f} s", ""),
+        ("flush at end (in wall time)", "-", f"{ours['flush'] * 1e3:.1f} ms",
+         f"{ours['backlog']:.0f} events were queued"),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=600, help="sequential tool calls in the turn")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median)")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="where the files go (default: a temp dir in the system's temp dir)")
+    args = parser.parse_args()
+    os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"  # read on first use, for both sides
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="sessiontape-bench-") as tmp:
+        figures = asyncio.run(run(args.calls, args.rounds, Path(tmp)))
+    rows = [("recording overhead", "SDK + SQLiteSession", "sessiontape", "ratio")]
+    rows += report(figures, args.calls)
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+if __name__ == "__main__":
+    main()
