@@ -39,9 +39,11 @@ def now_ms() -> int:
 
 
 def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
-    async def hook(self: RecorderHooks, *args: Any) -> None:
+    # The SDK passes some hooks their arguments by keyword (on_handoff(context=...,
+    # from_agent=..., to_agent=...)): accept both, or the call itself fails the run.
+    async def hook(self: RecorderHooks, *args: Any, **kwargs: Any) -> None:
         try:
-            method(self, *args)
+            method(self, *args, **kwargs)
         except Exception as exc:
             self.scope.recorder.report(exc, in_hook=True)
 
@@ -92,8 +94,9 @@ class RecorderHooks(RunHooks[Any]):
     def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
         if isinstance(context, ToolContext):
             call_id, arguments = context.tool_call_id, context.tool_arguments
-        else:  # hosted or custom tools without a ToolContext
+        else:  # shell, apply_patch, computer tools: no ToolContext, so no call id
             call_id, arguments = f"call_{new_ulid()}", ""
+            self.scope.untracked.setdefault(tool.name, []).append(call_id)
         self.scope.open_call(call_id)
         self._emit(ToolStarted, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
                    arguments=arguments)
@@ -101,7 +104,11 @@ class RecorderHooks(RunHooks[Any]):
     @_guarded
     def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool,
                     result: Any) -> None:
-        call_id = context.tool_call_id if isinstance(context, ToolContext) else ""
+        if isinstance(context, ToolContext):
+            call_id = context.tool_call_id
+        else:  # the id made up in on_tool_start (oldest first for the same tool)
+            pending = self.scope.untracked.get(tool.name)
+            call_id = pending.pop(0) if pending else ""
         self.scope.close_call(call_id)
         self._emit(ToolFinished, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
                    output=result if isinstance(result, str) else str(result))

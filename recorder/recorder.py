@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, RunConfig, Runner, RunResult, RunResultStreaming
+from agents import Agent, RunConfig, RunHooks, Runner, RunResult, RunResultStreaming
 from agents.memory import SessionSettings
 
 from storage.agentuse_sink import AgentUseSink
@@ -24,13 +24,14 @@ from storage.skillet_sink import SkilletLogSink
 
 from .hooks import RecorderHooks
 from .pricing import Price, PriceTable
-from .runner import install
+from .runner import chain_hooks, install
 from .scope import RunScope
 from .writer import WRITER
 
 __all__ = ["Recorder", "RecorderError"]
 
 log = logging.getLogger("sessiontape")
+MAX_KEPT_FAILURES = 20  # recording errors kept for strict mode; the rest are only counted
 
 
 class RecorderError(RuntimeError):
@@ -107,15 +108,24 @@ class Recorder:
 
     # -- running -----------------------------------------------------------------------
 
+    def hooks_with(self, hooks: RunHooks[Any] | None) -> RunHooks[Any]:
+        """Your own ``RunHooks`` together with :attr:`hooks` (yours are called first)."""
+        return chain_hooks(hooks, self.hooks)
+
     async def run(self, agent: Agent[Any], input: Any, **runner_kwargs: Any) -> RunResult:
-        """``Runner.run`` with this conversation's hooks and session, recorded."""
+        """``Runner.run`` with this conversation's hooks and session, recorded.
+
+        ``hooks=`` of your own are kept (called before the recorder's).
+        """
         runner_kwargs.setdefault("session", self.session)
-        return await Runner.run(agent, input, hooks=self.hooks, **runner_kwargs)
+        hooks = self.hooks_with(runner_kwargs.pop("hooks", None))
+        return await Runner.run(agent, input, hooks=hooks, **runner_kwargs)
 
     def run_streamed(self, agent: Agent[Any], input: Any, **runner_kwargs: Any) -> RunResultStreaming:
         """``Runner.run_streamed``, recorded as its events are consumed."""
         runner_kwargs.setdefault("session", self.session)
-        return Runner.run_streamed(agent, input, hooks=self.hooks, **runner_kwargs)
+        hooks = self.hooks_with(runner_kwargs.pop("hooks", None))
+        return Runner.run_streamed(agent, input, hooks=hooks, **runner_kwargs)
 
     def begin_run(self, streamed: bool, run_config: RunConfig | None) -> RunScope:
         """A new root scope for one run (called by the SDK runner wrapper)."""
@@ -142,13 +152,18 @@ class Recorder:
         """Wait until everything recorded so far is written."""
         await WRITER.aflush()
 
-    async def flush_after_run(self) -> None:
-        """End of a run: flush, and in strict mode raise what went wrong."""
+    async def flush_after_run(self, run_failed: bool = False) -> None:
+        """End of a run: flush, and in strict mode raise what went wrong.
+
+        After a run that raised, its own exception goes on to the caller
+        unchanged (a RecorderError raised here would replace it, even a
+        CancelledError); the recording errors are still counted and logged.
+        """
         try:
             await asyncio.shield(self.flush())
         except asyncio.CancelledError:
             pass  # the writer thread still writes everything; we just stop waiting
-        if self.strict and self._failures:
+        if self.strict and self._failures and not run_failed:
             failures, self._failures = list(self._failures), []
             raise RecorderError(f"recording failed: {failures[0]!r}") from failures[0]
 
@@ -157,7 +172,8 @@ class Recorder:
         with self._lock:
             self.errors += 1
             first = self.errors == 1
-            self._failures.append(error)
+            if len(self._failures) < MAX_KEPT_FAILURES:
+                self._failures.append(error)
         if first:
             log.warning("sessiontape: recording error (further ones are only counted): %r",
                         error, exc_info=error)

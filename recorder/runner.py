@@ -31,7 +31,7 @@ from agents.run import get_default_agent_runner, set_default_agent_runner
 from .hooks import RecorderHooks
 from .scope import RunScope
 
-__all__ = ["RecordingRunner", "install"]
+__all__ = ["RecordingRunner", "chain_hooks", "install"]
 
 _ACTIVE: ContextVar[RunScope | None] = ContextVar("sessiontape_active_run", default=None)
 _HOOK_NAMES = [name for name in vars(RunHooksBase) if name.startswith("on_")]
@@ -55,6 +55,23 @@ def _chain(name: str) -> Any:
 
 for _name in _HOOK_NAMES:
     setattr(_ChainedHooks, _name, _chain(_name))
+
+
+def _is_recorder_hooks(hooks: Any) -> bool:
+    return isinstance(hooks, RecorderHooks) and hooks.scope.recorder.hooks is hooks
+
+
+def _split_recorder_hooks(hooks: Any) -> tuple[RecorderHooks | None, list[Any]]:
+    """A recorder's ``rec.hooks`` among ``hooks`` (alone or chained), and the others."""
+    members = list(hooks.hooks) if isinstance(hooks, _ChainedHooks) else [hooks]
+    found = next((h for h in members if _is_recorder_hooks(h)), None)
+    return found, [h for h in members if h is not found and h is not None]
+
+
+def chain_hooks(*hooks: RunHooks[Any] | None) -> RunHooks[Any]:
+    """One ``RunHooks`` that calls each given one in turn (None entries are skipped)."""
+    present = [h for h in hooks if h is not None]
+    return present[0] if len(present) == 1 else _ChainedHooks(*present)
 
 
 def _with_error_reporting(run_config: RunConfig | None, scope: RunScope) -> RunConfig:
@@ -86,9 +103,10 @@ class RecordingRunner:
         run_config = kwargs.get("run_config")
         if isinstance(run_config, dict):
             run_config = RunConfig(**run_config)
-        if isinstance(hooks, RecorderHooks) and hooks.scope.recorder.hooks is hooks:
-            scope = hooks.scope.recorder.begin_run(streamed, run_config)
-            kwargs["hooks"] = scope.hooks
+        recorder_hooks, users = _split_recorder_hooks(hooks)
+        if recorder_hooks is not None:
+            scope = recorder_hooks.scope.recorder.begin_run(streamed, run_config)
+            kwargs["hooks"] = _ChainedHooks(*users, scope.hooks) if users else scope.hooks
         else:
             active = _ACTIVE.get()
             scope = active.child(kwargs.get("context"), streamed, run_config) if active else None
@@ -110,9 +128,11 @@ class RecordingRunner:
             return await self.inner.run(starting_agent, input, **kwargs)
         self._start(scope, starting_agent, input, kwargs)
         token = _ACTIVE.set(scope)
+        failed = False
         try:
             result = await self.inner.run(starting_agent, input, **kwargs)
         except BaseException as exc:
+            failed = True
             scope.fail(exc)
             raise
         else:
@@ -121,7 +141,7 @@ class RecordingRunner:
         finally:
             _ACTIVE.reset(token)
             if scope.parent is None:
-                await scope.recorder.flush_after_run()
+                await scope.recorder.flush_after_run(run_failed=failed)
 
     def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
         scope = self._plan(kwargs, streamed=True)
@@ -143,24 +163,41 @@ class RecordingRunner:
 def _recorded_stream(result: Any, stream_events: Any, scope: RunScope) -> Any:
     async def recorded() -> Any:
         failure: BaseException | None = None
+        exiting = False
+        events = stream_events()
         try:
-            async for event in stream_events():
+            async for event in events:
                 if event.type == "raw_response_event" and \
                         getattr(event.data, "type", "") == "response.output_text.delta":
                     scope.text_delta(str(getattr(event.data, "item_id", "")), event.data.delta)
                 yield event
+        except GeneratorExit:
+            # The consumer stopped reading (``break``, or the generator was dropped).
+            # Closing the SDK's stream lets the run go on to its end, as it would
+            # without us; record that end, not the consumer leaving.
+            exiting = True
+            try:
+                await events.aclose()
+            except Exception as exc:
+                failure = exc
+            failure = failure or getattr(result, "_stored_exception", None)
+            raise
         except BaseException as exc:
             failure = exc
             raise
         finally:
+            # result.cancel() ends the stream normally, with no final output.
+            stopped = getattr(result, "_cancel_mode", "none") != "none" \
+                and result.final_output is None
             if failure is not None:
                 scope.fail(failure)
-            elif result.is_complete:
+            elif result.is_complete and not stopped:
                 scope.finish(result.final_output)
-            else:  # the consumer stopped reading before the run ended
+            else:  # cancelled, or the stream ended before the run did
                 scope.fail(asyncio.CancelledError())
             if scope.parent is None:
-                await scope.recorder.flush_after_run()
+                # no RecorderError over the run's own exception, nor out of aclose()
+                await scope.recorder.flush_after_run(run_failed=failure is not None or exiting)
 
     return recorded
 

@@ -67,6 +67,7 @@ class RunScope:
         self.model = ""
         self.calls: dict[str, RunScope] = {}  # open tool calls of the whole tree (root only)
         self.call_id = ""  # the parent's tool call that started a nested run
+        self.untracked: dict[str, list[str]] = {}  # made-up call ids of tools with no ToolContext
         self.ended = False
         self.hooks = RecorderHooks(self)
 
@@ -123,5 +124,12 @@ class RunScope:
         if not self.ended:
             self.ended = True
             code, extra = failure_code(error)
-            self.submit(RunFailed(self.id, now_ms(), code, _message(error), type(error).__name__,
+            message = _message(error)
+            if self.parent is not None and self.call_id:
+                # Agent.as_tool turns a failed nested run into a plain string for the model
+                # through its own failure function, which bypasses tool_error_formatter:
+                # the parent's tool call is marked failed here instead.
+                self.submit(ToolFailed(self.parent.id, now_ms(), self.call_id,
+                                       f"{type(error).__name__}: {message}"))
+            self.submit(RunFailed(self.id, now_ms(), code, message, type(error).__name__,
                                   self.model, extra))
