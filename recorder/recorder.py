@@ -18,7 +18,7 @@ from storage.events import Event, Sink
 from storage.item_store import ItemStore, ItemStoreSession
 from storage.links import agentuse_dir_for, find_agentuse_dir
 from storage.names import DEFAULT_USER_ID, default_session_name
-from storage.paths import SkilletPaths, agentuse_sessions_root, git_toplevel
+from storage.paths import SkilletPaths, project_key, sessions_root_for_key
 from storage.replay_log import ReplayLog
 from storage.skillet_sink import SkilletLogSink
 
@@ -67,8 +67,7 @@ class Recorder:
         install()
         self.user_id = user_id
         self.session_name = session_name or default_session_name()
-        root = Path(project_root) if project_root is not None else Path.cwd()
-        self.project_root = git_toplevel(root) or os.path.abspath(root)
+        self.project_root = project_key(project_root)
         self.cwd = os.getcwd()
         self._agentuse_root = agentuse_root
         skillet = SkilletPaths.resolve()
@@ -135,7 +134,7 @@ class Recorder:
     def _ensure_sinks(self, agent_name: str) -> None:
         if self.sinks:
             return
-        sessions_root = self._agentuse_root or agentuse_sessions_root(self.project_root)
+        sessions_root = self._agentuse_root or sessions_root_for_key(self.project_root)
         self._session_dir = agentuse_dir_for(self.store.path, self.user_id, self.session_name,
                                              sessions_root, agent_name)
         self.sinks = [AgentUseSink(self._session_dir, self.project_root, self.cwd),

@@ -1,0 +1,89 @@
+"""The writer thread: order, isolation of failing sinks, flush at interpreter exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from recorder.writer import EventWriter
+from storage.events import Event
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Collect:
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.sinks = [self]
+        self.seen: list[int] = []
+        self.errors: list[BaseException] = []
+        self.fail_on = fail_on
+
+    def handle(self, event: Event) -> None:
+        if event.at == self.fail_on:
+            raise OSError(28, "No space left on device")
+        self.seen.append(event.at)
+
+    def close(self) -> None:
+        pass
+
+    def report(self, error: BaseException) -> None:
+        self.errors.append(error)
+
+
+def test_events_arrive_in_order_and_a_failure_stops_nothing() -> None:
+    writer = EventWriter()
+    a, b = Collect(fail_on=3), Collect()
+    for n in range(1000):
+        writer.submit(a, Event("s", n))
+        writer.submit(b, Event("s", n))
+    assert writer.flush(timeout=30)
+    assert a.seen == [n for n in range(1000) if n != 3]
+    assert b.seen == list(range(1000))
+    assert [e.errno for e in a.errors] == [28]  # type: ignore[attr-defined]
+
+
+def test_submit_does_not_wait_for_a_slow_sink() -> None:
+    class Slow(Collect):
+        def handle(self, event: Event) -> None:
+            time.sleep(0.05)
+            super().handle(event)
+
+    writer, slow = EventWriter(), Slow()
+    start = time.perf_counter()
+    for n in range(20):
+        writer.submit(slow, Event("s", n))
+    assert time.perf_counter() - start < 0.05  # 20 events would take 1 s to write
+    assert writer.flush(timeout=30) and slow.seen == list(range(20))
+
+
+def test_queued_events_are_written_at_interpreter_exit(tmp_path: Path) -> None:
+    out = tmp_path / "written.txt"
+    script = textwrap.dedent(f"""
+        import time
+        from recorder.writer import WRITER
+        from storage.events import Event
+
+        class Slow:
+            def __init__(self):
+                self.sinks = [self]
+            def handle(self, event):
+                time.sleep(0.2)
+                with open({str(out)!r}, "a") as f:
+                    f.write(f"{{event.at}}\\n")
+            def close(self):
+                pass
+            def report(self, error):
+                raise error
+
+        target = Slow()
+        for n in range(5):
+            WRITER.submit(target, Event("s", n))
+        # exit at once: nothing waits for the writer but its atexit flush
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().split() == ["0", "1", "2", "3", "4"]
