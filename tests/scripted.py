@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents import Agent, Usage
+from agents import Agent, Usage, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText, ResponseReasoningItem
 from openai.types.responses.response_reasoning_item import Summary
@@ -101,6 +101,22 @@ def model(*steps: Any, name: str | None = PRICED_MODEL) -> ScriptedModel:
     if name is not None:
         scripted.model = name  # type: ignore[attr-defined]
     return scripted
+
+
+def blocking_agent(call_id: str) -> tuple[Agent[Any], asyncio.Event]:
+    """An agent whose one tool call never returns, and the event set when it has started."""
+    started = asyncio.Event()
+
+    @function_tool
+    async def wait_forever() -> str:
+        """Never returns."""
+        started.set()
+        await asyncio.sleep(3600)
+        return "unreachable"
+
+    agent = Agent(name="A", tools=[wait_forever], model=model(
+        tools_step(call("wait_forever", {}, call_id)), final("never")))
+    return agent, started
 
 
 async def run_agent(rec: Recorder, agent: Agent[Any], prompt: Any, streamed: bool,

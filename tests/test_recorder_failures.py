@@ -11,6 +11,7 @@ from agents import Agent, MaxTurnsExceeded, function_tool
 from agents.testing import ModelStep
 from scripted import (
     await_until,
+    blocking_agent,
     call,
     final,
     model,
@@ -90,17 +91,7 @@ def test_max_turns_exceeded(streamed: bool) -> None:
 
 @STREAMED
 def test_cancellation_closes_open_tool_parts(streamed: bool) -> None:
-    started = asyncio.Event()
-
-    @function_tool
-    async def wait_forever() -> str:
-        """Never returns."""
-        started.set()
-        await asyncio.sleep(3600)
-        return "unreachable"
-
-    agent = Agent(name="A", tools=[wait_forever], model=model(
-        tools_step(call("wait_forever", {}, "c_wait")), final("never")))
+    agent, started = blocking_agent("c_wait")
     rec = Recorder(session_name="cancelled")
 
     async def main() -> None:
@@ -138,17 +129,7 @@ def test_the_next_run_after_a_failure_is_recorded_normally(streamed: bool) -> No
 
 
 def test_cancelling_a_streamed_result_is_a_stopped_run() -> None:
-    started = asyncio.Event()
-
-    @function_tool
-    async def wait_forever() -> str:
-        """Never returns."""
-        started.set()
-        await asyncio.sleep(3600)
-        return "unreachable"
-
-    agent = Agent(name="A", tools=[wait_forever], model=model(
-        tools_step(call("wait_forever", {}, "c_stop")), final("never")))
+    agent, started = blocking_agent("c_stop")
     rec = Recorder(session_name="result-cancel")
 
     async def main() -> None:
