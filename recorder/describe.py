@@ -7,7 +7,7 @@ from typing import Any
 from agents import Agent, Handoff, ModelResponse, RunConfig
 from agents.models.default_models import get_default_model
 
-from storage.events import AgentInfo, ToolInfo, Usage
+from storage.events import AgentInfo, Tokens, ToolInfo, Usage
 
 from .pricing import PriceTable, split_model
 
@@ -81,12 +81,11 @@ def response_usage(response: ModelResponse, model: str, prices: PriceTable) -> U
     """One call's tokens (from ``response.usage``, never the run's totals) and cost."""
     usage = response.usage
     inputs, outputs = usage.input_tokens_details, usage.output_tokens_details
-    tokens = Usage(input=usage.input_tokens, output=usage.output_tokens,
-                   reasoning=getattr(outputs, "reasoning_tokens", 0) or 0,
-                   cached=getattr(inputs, "cached_tokens", 0) or 0,
-                   cache_write=getattr(inputs, "cache_write_tokens", 0) or 0)
-    return Usage(tokens.input, tokens.output, tokens.reasoning, tokens.cached,
-                 tokens.cache_write, prices.cost(model, tokens))
+    tokens = Tokens(input=usage.input_tokens, output=usage.output_tokens,
+                    reasoning=getattr(outputs, "reasoning_tokens", 0) or 0,
+                    cache_read=getattr(inputs, "cached_tokens", 0) or 0,
+                    cache_write=getattr(inputs, "cache_write_tokens", 0) or 0)
+    return Usage(tokens, prices.cost(model, tokens))
 
 
 def response_content(response: ModelResponse) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from storage.events import Usage
+from storage.events import Tokens
 
 __all__ = ["DEFAULT_PRICES", "Price", "PriceTable", "split_model"]
 
@@ -71,8 +71,8 @@ class PriceTable:
             price = self.prices[max(candidates, key=len)] if candidates else None
         return price
 
-    def cost(self, model: str, usage: Usage) -> float:
-        """Dollars for one call of ``model`` with ``usage`` (0 for an unknown model)."""
+    def cost(self, model: str, tokens: Tokens) -> float:
+        """Dollars for one call of ``model`` using ``tokens`` (0 for an unknown model)."""
         price = self._price(model)
         if price is None:
             with _WARN_LOCK:
@@ -81,6 +81,6 @@ class PriceTable:
                     log.warning("sessiontape: no price for model %r; its cost is recorded as 0",
                                 model)
             return 0.0
-        cached = min(usage.cached, usage.input)
-        return ((usage.input - cached) * price.input + cached * price.cached_input
-                + usage.output * price.output) / 1_000_000
+        cached = min(tokens.cache_read, tokens.input)
+        return ((tokens.input - cached) * price.input + cached * price.cached_input
+                + tokens.output * price.output) / 1_000_000

@@ -26,7 +26,8 @@ from .version import __version__
 _EXPORTS = {
     "agentuse_reader": ["CorruptFileError", "LoadedMessage", "LoadedSession", "ReadProblem",
                         "SessionScan", "SessionSummary", "load_session", "scan_sessions"],
-    "agentuse_writer": ["AgentUseMessage", "AgentUsePart", "AgentUseSession", "Tokens"],
+    "agentuse_writer": ["AgentUseMessage", "AgentUsePart", "AgentUseSession"],
+    "events": ["Tokens"],
     "ids": ["new_ulid"],
     "item_store": ["ItemStore", "ItemStoreSession", "StoredSession"],
     "log_reader": ["LogEntry", "LogProblem", "SessionLogReader", "SessionLogTailer", "Turn"],
@@ -56,7 +57,8 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from .agentuse_reader import (CorruptFileError, LoadedMessage, LoadedSession, ReadProblem,
                                   SessionScan, SessionSummary, load_session, scan_sessions)
-    from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, Tokens
+    from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession
+    from .events import Tokens
     from .ids import new_ulid
     from .item_store import ItemStore, ItemStoreSession, StoredSession
     from .log_reader import LogEntry, LogProblem, SessionLogReader, SessionLogTailer, Turn

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, Tokens
+from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession
 from .events import (
     AgentInfo,
     Event,
@@ -170,9 +170,8 @@ class AgentUseSink:
                 scope.texts[item_id] = part
             part.update(text=text, time={"start": part.fields["time"]["start"], "end": event.at})
         usage = event.usage
-        tokens = Tokens(usage.input, usage.output, usage.reasoning, usage.cached, usage.cache_write)
-        scope.message.add_part("step-finish", cost=usage.cost, tokens=tokens.to_json())
-        scope.message.add_usage(tokens, usage.cost)
+        scope.message.add_part("step-finish", cost=usage.cost, tokens=usage.tokens.to_json())
+        scope.message.add_usage(usage.tokens, usage.cost)
 
     def _tool_started(self, event: ToolStarted) -> None:
         scope = self._scopes[event.scope]

@@ -10,10 +10,10 @@ one writer (the recorder's writer thread) owns them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .events import Tokens
 from .files import atomic_write, make_private_dir
 from .ids import new_ulid
 from .json_style import dumps_pretty
@@ -42,35 +42,6 @@ def now_ms() -> int:
 def drop_none(**fields: Any) -> dict[str, Any]:
     """The given fields in order, without those that are None (AgentUse omits, never nulls)."""
     return {key: value for key, value in fields.items() if value is not None}
-
-
-@dataclass(frozen=True)
-class Tokens:
-    """Token counts as AgentUse writes them (``cache.read``: cached input tokens)."""
-
-    input: int = 0
-    output: int = 0
-    reasoning: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-
-    def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(self.input + other.input, self.output + other.output,
-                      self.reasoning + other.reasoning, self.cache_read + other.cache_read,
-                      self.cache_write + other.cache_write)
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``tokens`` object of message.json and step-finish parts."""
-        return {"input": self.input, "output": self.output, "reasoning": self.reasoning,
-                "cache": {"read": self.cache_read, "write": self.cache_write}}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Tokens:
-        """Read a ``tokens`` object (missing fields count as 0)."""
-        cache = data.get("cache") or {}
-        return cls(int(data.get("input", 0)), int(data.get("output", 0)),
-                   int(data.get("reasoning", 0)), int(cache.get("read", 0)),
-                   int(cache.get("write", 0)))
 
 
 def _save(path: Path, document: dict[str, Any]) -> None:

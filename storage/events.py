@@ -29,6 +29,7 @@ __all__ = [
     "ToolFinished",
     "ToolInfo",
     "ToolStarted",
+    "Tokens",
     "Usage",
 ]
 
@@ -55,14 +56,39 @@ class AgentInfo:
 
 
 @dataclass(frozen=True)
-class Usage:
-    """One model call's tokens and cost."""
+class Tokens:
+    """Token counts as AgentUse writes them (``cache.read``: cached input tokens)."""
 
     input: int = 0
     output: int = 0
     reasoning: int = 0
-    cached: int = 0
+    cache_read: int = 0
     cache_write: int = 0
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(self.input + other.input, self.output + other.output,
+                      self.reasoning + other.reasoning, self.cache_read + other.cache_read,
+                      self.cache_write + other.cache_write)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``tokens`` object of message.json and step-finish parts."""
+        return {"input": self.input, "output": self.output, "reasoning": self.reasoning,
+                "cache": {"read": self.cache_read, "write": self.cache_write}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Tokens:
+        """Read a ``tokens`` object (missing fields count as 0)."""
+        cache = data.get("cache") or {}
+        return cls(int(data.get("input", 0)), int(data.get("output", 0)),
+                   int(data.get("reasoning", 0)), int(cache.get("read", 0)),
+                   int(cache.get("write", 0)))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One model call's tokens and what they cost (US dollars)."""
+
+    tokens: Tokens = field(default_factory=Tokens)
     cost: float = 0.0
 
 
