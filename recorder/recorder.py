@@ -15,7 +15,10 @@ from agents.memory import SessionSettings
 
 from storage.agentuse_sink import AgentUseSink
 from storage.events import Event, Sink
-from storage.item_store import ItemStore, ItemStoreSession
+from storage.compaction import DEFAULT_THRESHOLD, CompactingSession, CompactionInfo
+from storage.events import Compacted
+from storage.item_store import ItemStore
+from storage.summarizers import Summarizer
 from storage.links import agentuse_dir_for, find_agentuse_dir
 from storage.names import DEFAULT_USER_ID, default_session_name
 from storage.paths import SkilletPaths, project_key, sessions_root_for_key
@@ -43,7 +46,9 @@ class Recorder:
 
     The first run creates the AgentUse session; every run adds one exchange
     to it, one turn to the JSONL log, and its items to the SQLite store (the
-    model's memory: the next run sees the history). A new ``Recorder`` with
+    model's memory: the next run sees the history). :attr:`session` compacts
+    the stored history beyond ``compaction_threshold`` items (``None``: only
+    on demand) with ``summarizer`` (default: offline and deterministic). A new ``Recorder`` with
     the same pair continues the conversation, in this process or another.
 
     Recording never changes or fails the run: the recorder's own errors are
@@ -62,6 +67,8 @@ class Recorder:
         agentuse_root: Path | None = None,
         prices: Mapping[str, Price] | None = None,
         session_settings: SessionSettings | None = None,
+        compaction_threshold: int | None = DEFAULT_THRESHOLD,
+        summarizer: Summarizer | None = None,
         strict: bool = False,
     ) -> None:
         install()
@@ -75,8 +82,11 @@ class Recorder:
         self._logs_root = logs_root if logs_root is not None else skillet.logs_root
         self.prices = PriceTable(prices)
         self.strict = strict
-        self.session: ItemStoreSession = self.store.session(user_id, self.session_name,
-                                                            session_settings)
+        self.session = CompactingSession(
+            self.store.session(user_id, self.session_name, session_settings),
+            threshold=compaction_threshold, summarizer=summarizer,
+            on_compaction=self._compacted)
+        self._active: RunScope | None = None  # the root scope of the run going on
         self.hooks = RecorderHooks(RunScope(self, parent=None, streamed=False, run_config=None))
         self.sinks: list[Sink] = []
         self.errors = 0
@@ -129,7 +139,25 @@ class Recorder:
     def begin_run(self, streamed: bool, run_config: RunConfig | None) -> RunScope:
         """A new root scope for one run (called by the SDK runner wrapper)."""
         self._failures.clear()
-        return RunScope(self, parent=None, streamed=streamed, run_config=run_config)
+        self._active = RunScope(self, parent=None, streamed=streamed, run_config=run_config)
+        return self._active
+
+    async def end_run(self, scope: RunScope, session: Any) -> None:
+        """Before a run's end is recorded: compact if the SDK did not (some providers give
+        no response id, and then the runner never asks)."""
+        if session is self.session:
+            try:
+                await self.session.run_compaction()
+            except Exception as exc:
+                self.report(exc)
+
+    def _compacted(self, info: CompactionInfo) -> None:
+        scope = self._active
+        if scope is None or scope.ended:  # a manual compaction between runs: store only
+            return
+        self.submit(Compacted(scope.id, info.at, info.id, info.reason, info.summarizer,
+                              info.items_before, info.items_after, info.tokens_before,
+                              info.tokens_after, info.archived))
 
     def _ensure_sinks(self, agent_name: str) -> None:
         if self.sinks:

@@ -131,6 +131,8 @@ class RecordingRunner:
         failed = False
         try:
             result = await self.inner.run(starting_agent, input, **kwargs)
+            if scope.parent is None:
+                await scope.recorder.end_run(scope, kwargs.get("session"))
         except BaseException as exc:
             failed = True
             scope.fail(exc)
@@ -156,11 +158,12 @@ class RecordingRunner:
             raise
         finally:
             _ACTIVE.reset(token)
-        result.stream_events = _recorded_stream(result, result.stream_events, scope)
+        result.stream_events = _recorded_stream(result, result.stream_events, scope,
+                                                kwargs.get("session"))
         return result
 
 
-def _recorded_stream(result: Any, stream_events: Any, scope: RunScope) -> Any:
+def _recorded_stream(result: Any, stream_events: Any, scope: RunScope, session: Any) -> Any:
     async def recorded() -> Any:
         failure: BaseException | None = None
         exiting = False
@@ -189,6 +192,8 @@ def _recorded_stream(result: Any, stream_events: Any, scope: RunScope) -> Any:
             # result.cancel() ends the stream normally, with no final output.
             stopped = getattr(result, "_cancel_mode", "none") != "none" \
                 and result.final_output is None
+            if failure is None and result.is_complete and not stopped and scope.parent is None:
+                await scope.recorder.end_run(scope, session)
             if failure is not None:
                 scope.fail(failure)
             elif result.is_complete and not stopped:

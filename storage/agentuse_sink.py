@@ -16,6 +16,7 @@ import orjson
 from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession
 from .events import (
     AgentInfo,
+    Compacted,
     Event,
     ModelCallFinished,
     ModelCallStarted,
@@ -93,6 +94,7 @@ class AgentUseSink:
             ModelCallFinished: self._model_call_finished, ToolStarted: self._tool_started,
             ToolFailed: self._tool_failed, ToolFinished: self._tool_finished,
             RunFinished: self._run_finished, RunFailed: self._run_failed,
+            Compacted: self._compacted,
         }
 
     def handle(self, event: Event) -> None:
@@ -194,6 +196,13 @@ class AgentUseSink:
             tool.part.update(state=tool.state("error", event.at, error=tool.error))
         else:
             tool.part.update(state=tool.state("completed", event.at, output=event.output))
+
+    def _compacted(self, event: Compacted) -> None:
+        """AgentUse's own ``compaction`` part, in the exchange during which it happened."""
+        self._scopes[event.scope].message.add_part(
+            "compaction", reason=event.reason, tokensBefore=event.tokens_before,
+            tokensAfter=event.tokens_after, messagesBefore=event.items_before,
+            messagesAfter=event.items_after, time={"start": event.at})
 
     def _close_open_tools(self, scope: _Scope, at: int, reason: str) -> None:
         for tool in scope.tools.values():

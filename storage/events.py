@@ -15,6 +15,7 @@ __all__ = [
     "AgentEnded",
     "AgentInfo",
     "AgentStarted",
+    "Compacted",
     "Event",
     "Handoff",
     "ModelCallFinished",
@@ -185,6 +186,20 @@ class ToolFinished(Event):
     call_id: str
     tool_name: str
     output: str
+
+
+@dataclass(frozen=True)
+class Compacted(Event):
+    """The conversation's stored history was compacted during this run."""
+
+    compaction_id: str
+    reason: str
+    summarizer: str
+    items_before: int
+    items_after: int
+    tokens_before: int
+    tokens_after: int
+    archived: int
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ One turn per recorded run: ``user_message``, the steps (subagent runs
 included, under their own agent names), ``final_result``. A failed run is
 closed with a ``final_result`` whose text says what failed and which carries
 an extra ``error`` object (``code``, ``message``, ``type``); skilled_crew's
-reader ignores keys it does not know.
+reader ignores keys it does not know. A compaction during a run is marked by
+a step of type ``compaction`` (the log itself is never rewritten).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import datetime, timezone
 from . import log_entries as entry
 from .events import (
     AgentEnded,
+    Compacted,
     AgentStarted,
     Event,
     Handoff,
@@ -55,7 +57,7 @@ class SkilletLogSink:
             AgentEnded: self._agent_ended, Handoff: self._handoff, TextDelta: self._text_delta,
             ModelCallFinished: self._model_call_finished, ToolStarted: self._tool_started,
             ToolFinished: self._tool_finished, RunFinished: self._run_finished,
-            RunFailed: self._run_failed,
+            RunFailed: self._run_failed, Compacted: self._compacted,
         }
 
     def handle(self, event: Event) -> None:
@@ -98,6 +100,13 @@ class SkilletLogSink:
 
     def _tool_finished(self, event: ToolFinished) -> None:
         self._step(event, entry.agent_tool_end(event.agent_name, event.tool_name, event.output))
+
+    def _compacted(self, event: Compacted) -> None:
+        """A ``compaction`` step in the turn (skilled_crew's readers skip unknown step types)."""
+        self._step(event, {"type": "compaction", "compactionId": event.compaction_id,
+                           "reason": event.reason, "summarizer": event.summarizer,
+                           "itemsBefore": event.items_before, "itemsAfter": event.items_after,
+                           "archived": event.archived})
 
     def _run_finished(self, event: RunFinished) -> None:
         if event.scope in self._roots:

@@ -1,0 +1,311 @@
+"""Compaction: the item store stays bounded, and nothing is lost.
+
+:class:`CompactingSession` wraps an :class:`~storage.item_store.ItemStoreSession`.
+After a turn has been saved (the SDK's runner calls :meth:`run_compaction`;
+the recorder also calls it after each run, for providers that give no
+response id), if more than ``threshold`` *candidates* are stored (items other
+than user messages, ``compaction`` items and our summaries), the older part of
+the history is replaced by what a :class:`~storage.summarizers.Summarizer`
+makes of it, and the most recent items are kept verbatim:
+
+* a ``function_call`` is never split from its output, nor a reasoning item from
+  the item after it, and the kept part starts at a turn where it can;
+* the latest user message is always kept;
+* at most ``keep`` candidates stay (default: half the threshold), so that the
+  history re-sent at the start of a run never exceeds the threshold.
+
+The replaced rows move, in the same SQLite transaction, to
+``session_items_archive`` (tagged with the compaction's id), and the
+compaction is recorded in ``sessiontape_compactions``: a crash leaves the old
+history or the new one, and archive + live rows are every item ever added.
+``session_items`` keeps its exact schema. The JSONL log is never rewritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from agents.items import TResponseInputItem
+from agents.memory import SessionABC
+from agents.memory.session import OpenAIResponsesCompactionArgs
+
+from .ids import new_ulid
+from .item_store import ItemStoreSession, item_json
+from .summarizers import DeterministicSummarizer, Summarizer, is_summary
+
+__all__ = [
+    "ARCHIVE_TABLE",
+    "COMPACTIONS_TABLE",
+    "CompactingSession",
+    "CompactionInfo",
+    "CompactionPlan",
+    "archived_items",
+    "estimate_tokens",
+    "is_candidate",
+    "plan_compaction",
+]
+
+DEFAULT_THRESHOLD = 40
+ARCHIVE_TABLE = "session_items_archive"
+COMPACTIONS_TABLE = "sessiontape_compactions"
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {ARCHIVE_TABLE} (
+  id INTEGER PRIMARY KEY,            -- the row's id in session_items
+  user_id TEXT NOT NULL,
+  session_name TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  item_json TEXT NOT NULL,
+  compaction_id TEXT NOT NULL );
+CREATE INDEX IF NOT EXISTS idx_archive_session
+  ON {ARCHIVE_TABLE} (user_id, session_name, created_at);
+CREATE TABLE IF NOT EXISTS {COMPACTIONS_TABLE} (
+  id TEXT PRIMARY KEY,               -- a ULID
+  user_id TEXT NOT NULL,
+  session_name TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  summarizer TEXT NOT NULL,
+  items_before INTEGER NOT NULL,
+  items_after INTEGER NOT NULL,
+  tokens_before INTEGER NOT NULL,
+  tokens_after INTEGER NOT NULL,
+  archived INTEGER NOT NULL );
+"""
+_PAIR = "user_id = ? AND session_name = ?"
+
+
+def _role(item: Any) -> Any:
+    return item.get("role") if isinstance(item, dict) else None
+
+
+def _type(item: Any) -> Any:
+    return item.get("type") if isinstance(item, dict) else None
+
+
+def is_user_message(item: Any) -> bool:
+    return _role(item) == "user" and _type(item) in (None, "message")
+
+
+def is_candidate(item: Any) -> bool:
+    """Whether an item counts toward the threshold (not a user message, compaction or summary)."""
+    return not (is_user_message(item) or _type(item) == "compaction" or is_summary(item))
+
+
+def estimate_tokens(items: Sequence[Any]) -> int:
+    """A cheap estimate: four characters of JSON per token."""
+    return sum(len(item_json(item)) for item in items) // 4
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """Which items (by index) are summarized, and which stay as they are."""
+
+    older: list[int]
+    kept: list[int]
+
+
+def plan_compaction(items: Sequence[Any], keep: int) -> CompactionPlan:
+    """Split ``items`` into an older part to summarize and a recent part to keep.
+
+    The recent part holds at most ``keep`` candidates (more only where a
+    tool call and its output, or a reasoning item and what follows it, must
+    stay together), and the latest user message is always kept.
+    """
+    boundary = len(items)
+    candidates = 0
+    for index in range(len(items) - 1, -1, -1):
+        if is_candidate(items[index]):
+            if candidates == keep:
+                break
+            candidates += 1
+        boundary = index
+    call_index = {item.get("call_id"): i for i, item in enumerate(items)
+                  if _type(item) == "function_call"}
+    moved = True
+    while moved:  # pull in what the kept part depends on
+        moved = False
+        for item in items[boundary:]:
+            if _type(item) == "function_call_output":
+                origin = call_index.get(item.get("call_id"))
+                if origin is not None and origin < boundary:
+                    boundary, moved = origin, True
+        if 0 < boundary < len(items) and _type(items[boundary - 1]) == "reasoning":
+            boundary, moved = boundary - 1, True
+    users = [i for i, item in enumerate(items) if is_user_message(item)]
+    # Start the kept part at a turn (a user message) where one follows, so the summary
+    # is followed by whole turns.
+    boundary = next((i for i in users if i >= boundary), boundary)
+    latest_user = users[-1] if users else None
+    older = [i for i in range(boundary) if i != latest_user]
+    kept = ([latest_user] if latest_user is not None and latest_user < boundary else []) + \
+        list(range(boundary, len(items)))
+    return CompactionPlan(older, kept)
+
+
+@dataclass(frozen=True)
+class CompactionInfo:
+    """What one compaction did."""
+
+    id: str
+    user_id: str
+    session_name: str
+    reason: str  # "threshold" or "manual"
+    summarizer: str
+    items_before: int
+    items_after: int
+    tokens_before: int
+    tokens_after: int
+    archived: int
+    at: int
+
+
+def _ensure_schema(path: Path) -> None:
+    with closing(sqlite3.connect(path, timeout=30.0, isolation_level=None)) as conn:
+        conn.executescript(SCHEMA)
+
+
+def _apply(path: Path, info: CompactionInfo, archived_ids: list[int],
+           replacement: list[str]) -> bool:
+    """Archive, delete and insert in one transaction; False if the rows changed meanwhile."""
+    ids = orjson.dumps(archived_ids).decode()
+    in_ids = "id IN (SELECT value FROM json_each(?))"
+    pair = (info.user_id, info.session_name)
+    with closing(sqlite3.connect(path, timeout=30.0, isolation_level=None)) as conn:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            present = conn.execute(f"SELECT COUNT(*) FROM session_items WHERE {in_ids} AND {_PAIR}",
+                                   (ids, *pair)).fetchone()[0]
+            if present != len(archived_ids):  # popped or cleared since we read them
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute(
+                f"INSERT INTO {ARCHIVE_TABLE} (id, user_id, session_name, created_at, item_json, "
+                f"compaction_id) SELECT id, user_id, session_name, created_at, item_json, ? "
+                f"FROM session_items WHERE {in_ids}", (info.id, ids))
+            conn.execute(f"DELETE FROM session_items WHERE {in_ids}", (ids,))
+            first = conn.execute(f"SELECT MIN(created_at) FROM session_items WHERE {_PAIR}",
+                                 pair).fetchone()[0]
+            created = first - 1 if first is not None else info.at  # before every kept row
+            conn.executemany(
+                "INSERT INTO session_items (user_id, session_name, created_at, item_json) "
+                "VALUES (?, ?, ?, ?)", [(*pair, created, text) for text in replacement])
+            conn.execute(
+                f"INSERT INTO {COMPACTIONS_TABLE} VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (info.id, *pair, info.at, info.reason, info.summarizer, info.items_before,
+                 info.items_after, info.tokens_before, info.tokens_after, info.archived))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return True
+
+
+async def archived_items(store_path: Path, user_id: str,
+                         session_name: str) -> list[tuple[str, TResponseInputItem]]:
+    """Every archived item of a pair, in order, with the id of the compaction that archived it."""
+    def read() -> list[tuple[str, TResponseInputItem]]:
+        _ensure_schema(store_path)
+        with closing(sqlite3.connect(store_path, timeout=30.0)) as conn:
+            rows = conn.execute(f"SELECT compaction_id, item_json FROM {ARCHIVE_TABLE} "
+                                f"WHERE {_PAIR} ORDER BY created_at, id",
+                                (user_id, session_name)).fetchall()
+        return [(cid, orjson.loads(text)) for cid, text in rows]
+
+    return await asyncio.to_thread(read)
+
+
+class CompactingSession(SessionABC):
+    """An SDK ``Session`` over the item store that compacts itself (see the module doc).
+
+    ``threshold=None`` turns automatic compaction off; ``run_compaction({"force":
+    True})`` still compacts on demand. ``on_compaction`` is called with a
+    :class:`CompactionInfo` after each compaction.
+    """
+
+    def __init__(self, inner: ItemStoreSession, *, threshold: int | None = DEFAULT_THRESHOLD,
+                 keep: int | None = None, summarizer: Summarizer | None = None,
+                 on_compaction: Callable[[CompactionInfo], None] | None = None) -> None:
+        if threshold is not None and threshold < 1:
+            raise ValueError("threshold must be at least 1 (or None to disable)")
+        self.inner = inner
+        self.session_id = inner.session_id
+        self.session_settings = inner.session_settings
+        self.threshold = threshold
+        self.keep = keep if keep is not None else max(1, (threshold or DEFAULT_THRESHOLD) // 2)
+        self.summarizer = summarizer or DeterministicSummarizer()
+        self.on_compaction = on_compaction
+        self._lock = asyncio.Lock()
+        self._schema_ready = False
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        return await self.inner.get_items(limit)
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        await self.inner.add_items(items)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        return await self.inner.pop_item()
+
+    async def clear_session(self) -> None:
+        await self.inner.clear_session()
+
+    async def _rows(self) -> list[tuple[int, Any]]:
+        rows = await self.inner.store.execute(
+            f"SELECT id, item_json FROM session_items WHERE {_PAIR} ORDER BY created_at, id",
+            (self.inner.user_id, self.inner.session_name))
+        decoded = []
+        for row_id, text in rows:
+            try:
+                decoded.append((row_id, orjson.loads(text)))
+            except orjson.JSONDecodeError:
+                continue  # a corrupt row stays where it is
+        return decoded
+
+    async def candidates(self) -> int:
+        """How many stored items count toward the threshold now."""
+        return sum(is_candidate(item) for _, item in await self._rows())
+
+    async def run_compaction(self, args: OpenAIResponsesCompactionArgs | None = None) -> None:
+        """Compact if over the threshold (or always with ``{"force": True}``)."""
+        await self.compact(force=bool(args and args.get("force")))
+
+    async def compact(self, *, force: bool = False) -> CompactionInfo | None:
+        """Compact now if needed (or forced); return what was done, or None."""
+        if self.threshold is None and not force:
+            return None
+        async with self._lock:
+            rows = await self._rows()
+            items = [item for _, item in rows]
+            if not force and sum(map(is_candidate, items)) <= (self.threshold or 0):
+                return None
+            plan = plan_compaction(items, self.keep)
+            if not plan.older:
+                return None
+            older = [items[i] for i in plan.older]
+            replacement = await self.summarizer.summarize(older)
+            after = replacement + [items[i] for i in plan.kept]
+            info = CompactionInfo(
+                id=new_ulid(), user_id=self.inner.user_id, session_name=self.inner.session_name,
+                reason="manual" if force else "threshold", summarizer=self.summarizer.name,
+                items_before=len(items), items_after=len(after),
+                tokens_before=estimate_tokens(items), tokens_after=estimate_tokens(after),
+                archived=len(older), at=time.time_ns() // 1_000_000)
+            path = self.inner.store.path
+            if not self._schema_ready:
+                await asyncio.to_thread(_ensure_schema, path)
+                self._schema_ready = True
+            done = await asyncio.to_thread(_apply, path, info, [rows[i][0] for i in plan.older],
+                                           [item_json(item) for item in replacement])
+        if not done:
+            return None
+        if self.on_compaction is not None:
+            self.on_compaction(info)
+        return info
