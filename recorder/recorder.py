@@ -41,6 +41,27 @@ class RecorderError(RuntimeError):
     """Raised after a run by ``Recorder(strict=True)`` when recording failed."""
 
 
+class _RecorderSession(CompactingSession):
+    """The recorder's :class:`CompactingSession`.
+
+    The SDK's runner calls :meth:`run_compaction` inside the run (after saving a
+    step), so an exception there (a summarizer that fails, a locked database)
+    would fail the run: it is reported as a recording error instead, and the
+    history stays as it was. :meth:`compact` still raises, for callers who want
+    the error.
+    """
+
+    def __init__(self, recorder: Recorder, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._report = recorder.report
+
+    async def run_compaction(self, args: Any = None) -> None:
+        try:
+            await super().run_compaction(args)
+        except Exception as exc:
+            self._report(exc)
+
+
 class Recorder:
     """Records the runs of one conversation ``(user_id, session_name)``.
 
@@ -82,8 +103,8 @@ class Recorder:
         self._logs_root = logs_root if logs_root is not None else skillet.logs_root
         self.prices = PriceTable(prices)
         self.strict = strict
-        self.session = CompactingSession(
-            self.store.session(user_id, self.session_name, session_settings),
+        self.session: CompactingSession = _RecorderSession(
+            self, self.store.session(user_id, self.session_name, session_settings),
             threshold=compaction_threshold, summarizer=summarizer,
             on_compaction=self._compacted)
         self._active: RunScope | None = None  # the root scope of the run going on

@@ -38,7 +38,7 @@ from agents.memory import SessionABC
 from agents.memory.session import OpenAIResponsesCompactionArgs
 
 from .ids import new_ulid
-from .item_store import ItemStoreSession, item_json
+from .item_store import ItemStoreSession, item_json, loads_item
 from .summarizers import DeterministicSummarizer, Summarizer, is_summary
 
 __all__ = [
@@ -80,6 +80,17 @@ CREATE TABLE IF NOT EXISTS {COMPACTIONS_TABLE} (
   archived INTEGER NOT NULL );
 """
 _PAIR = "user_id = ? AND session_name = ?"
+# Every tool-call item type whose output must follow it in the input (the SDK's own
+# call-to-output map): an output without its call is refused by the Responses API.
+_CALL_OF_OUTPUT = {
+    "function_call_output": "function_call",
+    "custom_tool_call_output": "custom_tool_call",
+    "computer_call_output": "computer_call",
+    "local_shell_call_output": "local_shell_call",
+    "shell_call_output": "shell_call",
+    "apply_patch_call_output": "apply_patch_call",
+    "tool_search_output": "tool_search_call",
+}
 
 
 def _role(item: Any) -> Any:
@@ -127,14 +138,15 @@ def plan_compaction(items: Sequence[Any], keep: int) -> CompactionPlan:
                 break
             candidates += 1
         boundary = index
-    call_index = {item.get("call_id"): i for i, item in enumerate(items)
-                  if _type(item) == "function_call"}
+    call_types = set(_CALL_OF_OUTPUT.values())
+    call_index = {(_type(item), item.get("call_id")): i for i, item in enumerate(items)
+                  if _type(item) in call_types}
     moved = True
     while moved:  # pull in what the kept part depends on
         moved = False
         for item in items[boundary:]:
-            if _type(item) == "function_call_output":
-                origin = call_index.get(item.get("call_id"))
+            if _type(item) in _CALL_OF_OUTPUT:
+                origin = call_index.get((_CALL_OF_OUTPUT[_type(item)], item.get("call_id")))
                 if origin is not None and origin < boundary:
                     boundary, moved = origin, True
         if 0 < boundary < len(items) and _type(items[boundary - 1]) == "reasoning":
@@ -145,6 +157,10 @@ def plan_compaction(items: Sequence[Any], keep: int) -> CompactionPlan:
     boundary = next((i for i in users if i >= boundary), boundary)
     latest_user = users[-1] if users else None
     older = [i for i in range(boundary) if i != latest_user]
+    if not any(is_candidate(items[i]) for i in older):
+        # Only summaries, compaction items or user messages: summarizing them again
+        # would gain nothing and nest the summary in itself at every call.
+        return CompactionPlan([], list(range(len(items))))
     kept = ([latest_user] if latest_user is not None and latest_user < boundary else []) + \
         list(range(boundary, len(items)))
     return CompactionPlan(older, kept)
@@ -173,17 +189,22 @@ def _ensure_schema(path: Path) -> None:
 
 
 def _apply(path: Path, info: CompactionInfo, archived_ids: list[int],
-           replacement: list[str]) -> bool:
-    """Archive, delete and insert in one transaction; False if the rows changed meanwhile."""
+           replacement: list[str], read_ids: list[int] | None = None) -> bool:
+    """Archive, delete and insert in one transaction; False if the rows changed meanwhile.
+
+    ``read_ids`` are all the rows the plan was made from (default: the archived ones):
+    if any of them is gone (popped, cleared), nothing is done.
+    """
     ids = orjson.dumps(archived_ids).decode()
+    read = read_ids if read_ids is not None else archived_ids
     in_ids = "id IN (SELECT value FROM json_each(?))"
     pair = (info.user_id, info.session_name)
     with closing(sqlite3.connect(path, timeout=30.0, isolation_level=None)) as conn:
         conn.execute("BEGIN IMMEDIATE")
         try:
             present = conn.execute(f"SELECT COUNT(*) FROM session_items WHERE {in_ids} AND {_PAIR}",
-                                   (ids, *pair)).fetchone()[0]
-            if present != len(archived_ids):  # popped or cleared since we read them
+                                   (orjson.dumps(read).decode(), *pair)).fetchone()[0]
+            if present != len(read):  # popped or cleared since we read them
                 conn.execute("ROLLBACK")
                 return False
             conn.execute(
@@ -210,14 +231,24 @@ def _apply(path: Path, info: CompactionInfo, archived_ids: list[int],
 
 async def archived_items(store_path: Path, user_id: str,
                          session_name: str) -> list[tuple[str, TResponseInputItem]]:
-    """Every archived item of a pair, in order, with the id of the compaction that archived it."""
+    """Every archived item of a pair, in order, with the id of the compaction that archived it.
+
+    Reads only (a store that was never compacted has no archive: ``[]``). To
+    rebuild the whole history in the order it was added, merge these with the
+    live rows by their original row id.
+    """
     def read() -> list[tuple[str, TResponseInputItem]]:
-        _ensure_schema(store_path)
-        with closing(sqlite3.connect(store_path, timeout=30.0)) as conn:
+        if not store_path.exists():
+            return []
+        uri = f"{store_path.resolve().as_uri()}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=30.0)) as conn:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?",
+                            (ARCHIVE_TABLE,)).fetchone() is None:
+                return []
             rows = conn.execute(f"SELECT compaction_id, item_json FROM {ARCHIVE_TABLE} "
                                 f"WHERE {_PAIR} ORDER BY created_at, id",
                                 (user_id, session_name)).fetchall()
-        return [(cid, orjson.loads(text)) for cid, text in rows]
+        return [(cid, loads_item(text)) for cid, text in rows]
 
     return await asyncio.to_thread(read)
 
@@ -264,9 +295,9 @@ class CompactingSession(SessionABC):
         decoded = []
         for row_id, text in rows:
             try:
-                decoded.append((row_id, orjson.loads(text)))
-            except orjson.JSONDecodeError:
-                continue  # a corrupt row stays where it is
+                decoded.append((row_id, loads_item(text)))
+            except ValueError:
+                continue  # a corrupt row stays where it is (and is never sent)
         return decoded
 
     async def candidates(self) -> int:
@@ -303,7 +334,8 @@ class CompactingSession(SessionABC):
                 await asyncio.to_thread(_ensure_schema, path)
                 self._schema_ready = True
             done = await asyncio.to_thread(_apply, path, info, [rows[i][0] for i in plan.older],
-                                           [item_json(item) for item in replacement])
+                                           [item_json(item) for item in replacement],
+                                           [row_id for row_id, _ in rows])
         if not done:
             return None
         if self.on_compaction is not None:

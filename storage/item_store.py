@@ -37,7 +37,7 @@ from .files import prepare_private_file
 from .json_style import dumps_compact
 from .paths import SkilletPaths
 
-__all__ = ["ItemStore", "ItemStoreSession", "StoredSession"]
+__all__ = ["ItemStore", "ItemStoreSession", "StoredSession", "item_json", "loads_item"]
 
 log = logging.getLogger("sessiontape")
 
@@ -78,7 +78,7 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _loads(text: str | bytes) -> Any:
+def loads_item(text: str | bytes) -> Any:
     """One stored item; ValueError when the row is not JSON."""
     try:
         return orjson.loads(text)
@@ -212,7 +212,7 @@ class ItemStoreSession(SessionABC):
         items = []
         for (text,) in rows:
             try:
-                items.append(_loads(text))
+                items.append(loads_item(text))
             except ValueError:
                 log.warning("skipping an item of %s that is not JSON: %.80r", self.session_id, text)
         return items

@@ -90,10 +90,22 @@ def _tool_lines(items: Sequence[Any], limit: int) -> list[str]:
     return lines
 
 
-def _bounded(title: str, lines: list[str], most: int) -> list[str]:
+def _bounded(title: str, lines: list[str], most: int, budget: int | None = None) -> list[str]:
+    """The title and the latest ``most`` lines, within ``budget`` characters if given."""
     if not lines:
         return []
     shown = lines[-most:]
+    if budget is not None:  # the most recent lines that fit (the latest one clipped if need be)
+        room = budget - len(title) - 40  # the title, its "(n earlier not shown)" and newlines
+        fitting: list[str] = []
+        for line in reversed(shown):
+            if len(line) + 1 > room:
+                if not fitting and room > 1:
+                    fitting.append(line[: room - 2] + "…")
+                break
+            fitting.append(line)
+            room -= len(line) + 1
+        shown = fitting[::-1]
     skipped = f" ({len(lines) - len(shown)} earlier not shown)" if len(lines) > len(shown) else ""
     return [f"{title}{skipped}:", *shown]
 
@@ -120,10 +132,11 @@ class DeterministicSummarizer:
                      if isinstance(i, dict) and i.get("role") == "assistant"
                      and not is_summary(i) and _text_of(i)]
         lines = [f"{len(items)} earlier items were compacted."]
-        lines += _bounded("The user asked", asked, self.most)
+        share = (self.max_chars - len(lines[0])) // 3  # no section crowds out the others
+        lines += _bounded("The user asked", asked, self.most, share)
         lines += _bounded("Tools that ran (arguments -> result)",
-                          _tool_lines(items, self.clip), self.most)
-        lines += _bounded("The assistant concluded", concluded, self.most)
+                          _tool_lines(items, self.clip), self.most, share)
+        lines += _bounded("The assistant concluded", concluded, self.most, share)
         text = "\n".join(lines)
         if earlier:  # the previous summary, after what is new, cut first when too long
             room = self.max_chars - len(text) - 40
