@@ -165,12 +165,9 @@ class Recorder:
 
     async def end_run(self, scope: RunScope, session: Any) -> None:
         """Before a run's end is recorded: compact if the SDK did not (some providers give
-        no response id, and then the runner never asks)."""
+        no response id, and then the runner never asks). Errors are only reported."""
         if session is self.session:
-            try:
-                await self.session.run_compaction()
-            except Exception as exc:
-                self.report(exc)
+            await self.session.run_compaction()
 
     def _compacted(self, info: CompactionInfo) -> None:
         scope = self._active
