@@ -163,7 +163,7 @@ class Recorder:
         self._active = RunScope(self, parent=None, streamed=streamed, run_config=run_config)
         return self._active
 
-    async def end_run(self, scope: RunScope, session: Any) -> None:
+    async def end_run(self, session: Any) -> None:
         """Before a run's end is recorded: compact if the SDK did not (some providers give
         no response id, and then the runner never asks). Errors are only reported."""
         if session is self.session:

@@ -132,7 +132,7 @@ class RecordingRunner:
         try:
             result = await self.inner.run(starting_agent, input, **kwargs)
             if scope.parent is None:
-                await scope.recorder.end_run(scope, kwargs.get("session"))
+                await scope.recorder.end_run(kwargs.get("session"))
         except BaseException as exc:
             failed = True
             scope.fail(exc)
@@ -193,7 +193,7 @@ def _recorded_stream(result: Any, stream_events: Any, scope: RunScope, session: 
             stopped = getattr(result, "_cancel_mode", "none") != "none" \
                 and result.final_output is None
             if failure is None and result.is_complete and not stopped and scope.parent is None:
-                await scope.recorder.end_run(scope, session)
+                await scope.recorder.end_run(session)
             if failure is not None:
                 scope.fail(failure)
             elif result.is_complete and not stopped:
