@@ -10,6 +10,8 @@ the item store is needed). The modules behind them:
 ``agentuse_writer``    session.json, tools.json, message.json, parts
 ``agentuse_reader``    finding and loading sessions
 ``item_store``         the ``session_items`` SQLite store (an SDK Session)
+``compaction``         the compacting session, its archive; ``summarizers``
+``events``             the recorder's event vocabulary; ``*_sink`` consume it
 ``log_entries``        the lines of the JSONL replay log
 ``replay_log``         appending to a log
 ``log_reader``         reading and following logs
@@ -27,6 +29,7 @@ _EXPORTS = {
     "agentuse_reader": ["CorruptFileError", "LoadedMessage", "LoadedSession", "ReadProblem",
                         "SessionScan", "SessionSummary", "load_session", "scan_sessions"],
     "agentuse_writer": ["AgentUseMessage", "AgentUsePart", "AgentUseSession"],
+    "compaction": ["CompactingSession", "CompactionInfo", "archived_items", "plan_compaction"],
     "events": ["Tokens"],
     "ids": ["new_ulid"],
     "item_store": ["ItemStore", "ItemStoreSession", "StoredSession"],
@@ -35,6 +38,8 @@ _EXPORTS = {
               "sanitize_agent_name", "sanitize_log_name"],
     "paths": ["SkilletPaths", "agentuse_sessions_root", "project_hash", "resolved_paths"],
     "replay_log": ["ReplayLog", "log_path_for"],
+    "summarizers": ["DeterministicSummarizer", "ModelSummarizer", "OpenAICompactSummarizer",
+                    "Summarizer"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -58,6 +63,7 @@ if TYPE_CHECKING:
     from .agentuse_reader import (CorruptFileError, LoadedMessage, LoadedSession, ReadProblem,
                                   SessionScan, SessionSummary, load_session, scan_sessions)
     from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession
+    from .compaction import CompactingSession, CompactionInfo, archived_items, plan_compaction
     from .events import Tokens
     from .ids import new_ulid
     from .item_store import ItemStore, ItemStoreSession, StoredSession
@@ -66,3 +72,5 @@ if TYPE_CHECKING:
                         sanitize_agent_name, sanitize_log_name)
     from .paths import SkilletPaths, agentuse_sessions_root, project_hash, resolved_paths
     from .replay_log import ReplayLog, log_path_for
+    from .summarizers import (DeterministicSummarizer, ModelSummarizer, OpenAICompactSummarizer,
+                              Summarizer)
