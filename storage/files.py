@@ -68,7 +68,16 @@ def open_private_append(path: Path) -> int:
 
 
 def prepare_private_file(path: Path) -> Path:
-    """Make sure ``path`` exists (created 0600, parents 0700) before another library opens it."""
+    """Make sure ``path`` exists (created 0600, parents 0700) before another library opens it.
+
+    An existing file is not opened at all: closing any descriptor of a SQLite
+    file drops every POSIX lock this process holds on it, which would let
+    another process write under a connection of ours (a known way to corrupt
+    a SQLite database).
+    """
     make_private_dir(path.parent)
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE))
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE))
+    except FileExistsError:
+        pass
     return path

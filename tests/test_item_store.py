@@ -624,3 +624,34 @@ def test_runner_remembers_the_first_turn_through_the_store(db: Path) -> None:
         "message:user", "function_call", "function_call_output", "message:assistant",
         "message:user", "message:assistant"]
     assert items[-1]["content"][0]["text"] == "You asked about data.txt."
+
+
+def test_preparing_an_open_store_does_not_drop_its_locks(tmp_path: Path) -> None:
+    """Reopening the file (to create it 0600) must not release this process's SQLite locks.
+
+    Closing any descriptor of a file drops every POSIX lock the process holds on
+    it, so another process could then read (or write) under our transaction.
+    """
+    import sqlite3 as sq
+    import subprocess
+    import sys
+
+    from storage.files import prepare_private_file
+
+    path = tmp_path / "s.sqlite"
+    writer = sq.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=DELETE")
+    writer.execute("CREATE TABLE t (x)")
+    writer.execute("BEGIN EXCLUSIVE")
+    writer.execute("INSERT INTO t VALUES (1)")
+    prepare_private_file(path)  # an open()+close() here would drop the exclusive lock
+    probe = ("import sqlite3, sys\n"
+             "try:\n"
+             "    sqlite3.connect(sys.argv[1], timeout=0).execute('SELECT * FROM t').fetchall()\n"
+             "    print('read')\n"
+             "except sqlite3.OperationalError as e:\n"
+             "    print(e)\n")
+    seen = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True,
+                          text=True, timeout=30).stdout.strip()
+    writer.execute("COMMIT")
+    assert "locked" in seen
