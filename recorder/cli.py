@@ -9,31 +9,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import orjson
-
 from storage.names import DEFAULT_USER_ID
 from storage.paths import resolved_paths
 from storage.version import __version__
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-
-
-def _print_json(value: object) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
-
-
-def use_color(stream: object = sys.stdout) -> bool:
-    """Colour only on a terminal, and never with ``NO_COLOR`` set."""
-    return not os.environ.get("NO_COLOR") and bool(getattr(stream, "isatty", lambda: False)())
+from . import cli_logs, cli_run, cli_sessions
+from .console import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, print_json, use_color
 
 
 def cmd_paths(args: argparse.Namespace) -> int:
     """Print where sessiontape reads and writes."""
     paths = resolved_paths(args.project)
     if args.json:
-        _print_json(paths)
+        print_json(paths)
     else:
         width = max(map(len, paths))
         for key, value in paths.items():
@@ -49,8 +37,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from storage.log_reader import SessionLogReader
 
-    from .demo import demo_paths, run_demo
+    from .demo import DEMO_SESSION, demo_paths, run_demo
     from .transcript import render_turns
+
+    args.session_name = args.session_name or DEMO_SESSION
 
     color = use_color()
     bold, reset = ("\x1b[1m", "\x1b[0m") if color else ("", "")
@@ -95,8 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
     paths.add_argument("--json", action="store_true", help="print one JSON object")
     paths.set_defaults(handler=cmd_paths)
 
-    from .demo import DEMO_SESSION
-
     demo = verbs.add_parser(
         "demo", help="run the bundled agent, recorded (offline by default)",
         description="Run one turn of a bundled trip-planner agent with a subagent, tools "
@@ -105,11 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "scripted model unless --model is given. Each run continues the "
                     "same conversation.")
     demo.add_argument("--user-email", default=DEFAULT_USER_ID, help="user id (default: %(default)s)")
-    demo.add_argument("--session-name", default=DEMO_SESSION,
-                      help="conversation to continue (default: %(default)s)")
+    demo.add_argument("--session-name", default=None,
+                      help="conversation to continue (default: the demo's own, "
+                           "sessiontape_demo)")
     demo.add_argument("--model", default=None,
                       help="a real OpenAI model, e.g. gpt-4.1-mini (needs OPENAI_API_KEY)")
     demo.set_defaults(handler=cmd_demo)
+    for module in (cli_run, cli_logs, cli_sessions):
+        module.register(verbs)
     return parser
 
 
@@ -124,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except KeyboardInterrupt:
         print(file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         sys.stderr.close()  # quiet exit when the reader of our output goes away
         return EXIT_OK

@@ -26,7 +26,7 @@ from storage.log_reader import SessionLogReader
 from .pricing import DEFAULT_PRICES
 from .recorder import Recorder
 
-__all__ = ["DEMO_SESSION", "DemoResult", "build_agent", "run_demo"]
+__all__ = ["DEMO_PRICES", "DEMO_SESSION", "DemoResult", "build_agent", "demo_agent", "run_demo"]
 
 DEMO_SESSION = "sessiontape_demo"
 CITIES = ["Lisbon", "Porto", "Madeira"]
@@ -110,6 +110,31 @@ def _scripted_models(turn: int, city: str) -> tuple[DemoModel, DemoModel]:
     return planner, researcher
 
 
+# The scripted model is priced like gpt-4.1-mini (and shows how to extend the table).
+DEMO_PRICES = {**DEFAULT_PRICES, DemoModel.model: DEFAULT_PRICES["gpt-4.1-mini"]}
+
+
+def demo_city(turn: int, prompt: str = "") -> str:
+    """The city of a demo turn: one the prompt names, else the next in :data:`CITIES`."""
+    lowered = prompt.lower()
+    for city in CITIES:
+        if city.lower() in lowered:
+            return city
+    return CITIES[(turn - 1) % len(CITIES)]
+
+
+def demo_agent(turn: int, prompt: str = "", model: str | None = None) -> Agent[Any]:
+    """The demo agent for turn ``turn`` (1-based) of a conversation.
+
+    Offline (``model=None``) it runs on fresh scripted models, which are used up
+    by one turn: call this once per prompt. Their item ids carry the turn
+    number, so the turns of one conversation never share an id.
+    """
+    if model is not None:
+        return build_agent(model, model)
+    return build_agent(*_scripted_models(turn, demo_city(turn, prompt)))
+
+
 def build_agent(planner_model: Any, researcher_model: Any) -> Agent[Any]:
     """The trip planner and its researcher subagent, on the given models."""
     researcher = Agent(name="Researcher", model=researcher_model, tools=[search_notes],
@@ -136,9 +161,7 @@ class DemoResult:
 async def run_demo(*, user_id: str, session_name: str = DEMO_SESSION, model: str | None = None,
                    on_text: Callable[[str], None] | None = None) -> DemoResult:
     """Run one recorded, streamed turn of the demo conversation."""
-    # The scripted model is priced like gpt-4.1-mini (and shows how to extend the table).
-    prices = {**DEFAULT_PRICES, DemoModel.model: DEFAULT_PRICES["gpt-4.1-mini"]}
-    recorder = Recorder(user_id=user_id, session_name=session_name, prices=prices)
+    recorder = Recorder(user_id=user_id, session_name=session_name, prices=DEMO_PRICES)
     earlier = len(SessionLogReader(recorder.log_path).turns()) if recorder.log_path.exists() else 0
     city = CITIES[earlier % len(CITIES)]
     prompt = f"Plan a day in {city} for me."

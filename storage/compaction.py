@@ -40,6 +40,7 @@ from agents.memory.session import OpenAIResponsesCompactionArgs
 from .ids import new_ulid
 from .item_store import ItemStoreSession, item_json, loads_item
 from .summarizers import DeterministicSummarizer, Summarizer, is_summary
+from .tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
 
 __all__ = [
     "ARCHIVE_TABLE",
@@ -54,8 +55,6 @@ __all__ = [
 ]
 
 DEFAULT_THRESHOLD = 40
-ARCHIVE_TABLE = "session_items_archive"
-COMPACTIONS_TABLE = "sessiontape_compactions"
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {ARCHIVE_TABLE} (
   id INTEGER PRIMARY KEY,            -- the row's id in session_items

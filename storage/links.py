@@ -14,10 +14,10 @@ from pathlib import Path
 from .files import prepare_private_file
 from .ids import new_ulid
 from .names import safe_join, sanitize_agent_name
+from .tables import LINKS_TABLE
 
-__all__ = ["LINKS_TABLE", "agentuse_dir_for", "find_agentuse_dir"]
+__all__ = ["LINKS_TABLE", "agentuse_dir_for", "find_agentuse_dir", "read_links"]
 
-LINKS_TABLE = "sessiontape_links"
 _SCHEMA = f"""CREATE TABLE IF NOT EXISTS {LINKS_TABLE} (
   user_id TEXT NOT NULL,
   session_name TEXT NOT NULL,
@@ -40,6 +40,23 @@ def find_agentuse_dir(store_file: Path, user_id: str, session_name: str) -> Path
     with closing(_connect(store_file)) as conn:
         row = conn.execute(_SELECT, (user_id, session_name)).fetchone()
     return Path(row[0]) if row else None
+
+
+def read_links(store_file: Path) -> list[tuple[str, str, Path]]:
+    """Every ``(user_id, session_name, agentuse_dir)`` link; reads only, never creates.
+
+    ``[]`` when there is no store, or a store without the table (not yet linked).
+    """
+    if not store_file.exists():
+        return []
+    uri = f"{store_file.resolve().as_uri()}?mode=ro"
+    with closing(sqlite3.connect(uri, uri=True, timeout=30.0)) as conn:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (LINKS_TABLE,)).fetchone() is None:
+            return []
+        rows = conn.execute(f"SELECT user_id, session_name, agentuse_dir FROM {LINKS_TABLE} "
+                            "ORDER BY user_id, session_name").fetchall()
+    return [(user, name, Path(directory)) for user, name, directory in rows]
 
 
 def agentuse_dir_for(store_file: Path, user_id: str, session_name: str,

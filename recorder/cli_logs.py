@@ -1,0 +1,107 @@
+"""``sessiontape log stream``: a thin verb over :mod:`recorder.logstream`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from storage.paths import SkilletPaths
+
+from .console import EXIT_OK, EXIT_USAGE, eprint, use_color
+from .logstream import EntryFormatter, LogStream, StreamFilter, parse_since
+
+
+def _since(text: str) -> datetime:
+    try:
+        return parse_since(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def cmd_log_stream(args: argparse.Namespace) -> int:
+    """Print every replay log, then follow them (``--no-follow``: stop after catching up)."""
+    root = args.logs_dir or SkilletPaths.resolve().logs_root
+    follow = not args.no_follow
+    out = sys.stdout
+    if follow:
+        out.reconfigure(line_buffering=True)
+    formatter = EntryFormatter(steps=args.steps, json=args.json,
+                               color=not args.json and use_color(out))
+    write, fmt = out.write, formatter.format
+
+    def on_entry(source, entry) -> None:  # type: ignore[no-untyped-def]
+        text = fmt(source, entry)
+        if text is not None:
+            write(text + "\n")
+
+    def on_problem(text: str) -> None:
+        out.flush()  # keep the diagnostic next to the lines around it on a terminal
+        eprint(f"sessiontape: {text} (line skipped)")
+
+    def on_notice(text: str) -> None:
+        out.flush()
+        eprint(f"sessiontape: log stream: {text}")
+
+    stream = LogStream(root, on_entry=on_entry, on_problem=on_problem, on_notice=on_notice,
+                       filter=StreamFilter(args.user, args.session, args.since),
+                       notify=not args.poll)
+    try:
+        stream.run(follow=follow)
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep the interpreter's
+        # final flush of stdout from failing again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+    return EXIT_OK
+
+
+def _log_usage(args: argparse.Namespace) -> int:
+    args.log_parser.print_help(sys.stderr)
+    return EXIT_USAGE
+
+
+def register(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``log`` verb and its ``stream`` subcommand."""
+    log = verbs.add_parser("log", help="read skillet JSONL replay logs",
+                           description="Read skillet JSONL replay logs.")
+    log.set_defaults(handler=_log_usage, log_parser=log)
+    sub = log.add_subparsers(dest="log_verb", metavar="SUBCOMMAND")
+    stream = sub.add_parser(
+        "stream", help="print every replay log, then follow them",
+        description="Print every *.jsonl replay log under the logs root, oldest-modified "
+                    "first, then follow them: appended lines, new files (also in new "
+                    "folders), truncated and replaced files. A logs root that does not "
+                    "exist yet is waited for. Malformed lines are reported on stderr "
+                    "(file:line) and skipped. Uses file-system notifications (watchfiles), "
+                    "else polls.",
+        epilog="Exit status: 0 when done (or when the reader of the output goes away), "
+               "2 on a usage error, 130 on Ctrl-C. Colour only on a terminal and "
+               "never with NO_COLOR set.")
+    stream.add_argument("--logs-dir", type=Path, default=None, metavar="DIR",
+                        help="logs root (default: the skillet state dir's .agent_session_logs, "
+                             "see `sessiontape paths`)")
+    stream.add_argument("--no-follow", action="store_true",
+                        help="stop after printing what is there now")
+    stream.add_argument("--steps", action="store_true",
+                        help="also print agent starts, tool calls, tool results (abbreviated), "
+                             "handoffs and compactions")
+    stream.add_argument("--json", action="store_true",
+                        help="print every entry as one JSON object per line, with user, "
+                             "session and file added")
+    stream.add_argument("--user", metavar="U", default=None,
+                        help="only this user's logs (raw or sanitized name, e.g. "
+                             "john@example.com or john_example_com)")
+    stream.add_argument("--session", metavar="S", default=None,
+                        help="only sessions with this (raw or sanitized) name")
+    stream.add_argument("--since", metavar="WHEN", type=_since, default=None,
+                        help="skip entries older than WHEN: a duration back from now "
+                             "(30s, 10m, 2h, 1d, 1w) or an ISO-8601 time (local time "
+                             "unless it has a zone, e.g. 2026-05-27T20:00:00Z)")
+    stream.add_argument("--poll", action="store_true",
+                        help="poll instead of using file-system notifications")
+    stream.set_defaults(handler=cmd_log_stream)

@@ -1,0 +1,277 @@
+"""``sessiontape run`` and ``sessiontape chat``: prompts through an agent, recorded.
+
+``run`` answers one prompt; ``chat`` is a prompt loop (readline, with its
+history in the skillet state directory). Both continue ``--session-name`` if
+it has turns (replayed on stdout first; the model sees the history from the
+item store) or start a new conversation, whose name goes to stderr.
+
+Ctrl-C in ``chat``: during an answer it cancels that run (recorded as
+interrupted) and returns to the prompt; a second Ctrl-C, or one at the
+prompt, leaves with exit code 130. In ``run`` it leaves at once (130).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from storage.names import DEFAULT_USER_ID, default_session_name
+
+from .console import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Style,
+    eprint,
+    use_color,
+)
+
+HISTORY_FILE = ".sessiontape_chat_history"
+HISTORY_LENGTH = 1000
+CHAT_HELP = """\
+/help      this help
+/compact   compact the stored history now (older items become a summary) and say what it did
+/exit      leave (so do /quit and Ctrl-D)
+Ctrl-C     cancels a running answer (recorded as interrupted); at the prompt it leaves"""
+
+
+def history_path() -> Path:
+    """The chat's readline history: ``<skillet state>/.sessiontape_chat_history``."""
+    from storage.paths import SkilletPaths
+    return SkilletPaths.resolve().state / HISTORY_FILE
+
+
+def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -> Any:
+    """The Conversation of ``args``, or an exit code after a usage error (printed)."""
+    if args.model and not os.environ.get("OPENAI_API_KEY"):
+        eprint(f"sessiontape {verb}: --model {args.model} needs OPENAI_API_KEY "
+               "(leave --model out to run the agent as it is)")
+        return EXIT_USAGE
+    from .agent_loader import AgentLoadError, load_agent
+    from .conversation import AgentSource, Conversation
+
+    agent = None
+    if args.agent is not None:
+        try:
+            agent = load_agent(args.agent)
+        except AgentLoadError as exc:
+            eprint(f"sessiontape {verb}: --agent {args.agent}: {exc}")
+            return EXIT_USAGE
+    source = AgentSource(agent, model=args.model)
+    session_name = args.session_name or default_session_name()
+    conversation = Conversation(source, user_id=args.user_email, session_name=session_name,
+                                stream=stream, color=use_color(), prefix=prefix)
+    if conversation.earlier:
+        eprint(f"sessiontape: continuing {session_name} of {args.user_email} "
+               f"({len(conversation.earlier)} earlier turns; {source.describe()})")
+    else:
+        eprint(f"sessiontape: new conversation {session_name} of {args.user_email} "
+               f"({source.describe()}); continue it with --session-name {session_name}")
+    return conversation
+
+
+def _failure(verb: str, error: BaseException) -> None:
+    eprint(f"sessiontape {verb}: the run failed: {type(error).__name__}: {error} "
+           "(recorded as failed)")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run one prompt through the agent, recorded; the answer on stdout."""
+    prompt = " ".join(args.prompt).strip()
+    if not prompt:
+        eprint("sessiontape run: the prompt is empty")
+        return EXIT_USAGE
+    conversation = _open(args, "run", args.stream)
+    if isinstance(conversation, int):
+        return conversation
+    if conversation.replay():
+        # the transcript goes on: this turn in the same form as the replayed ones
+        conversation.out.line(f"user> {prompt}")
+        conversation.prefix = "agent> "
+
+    async def main() -> Any:
+        try:
+            return await conversation.ask(prompt)
+        finally:
+            await conversation.close()
+
+    outcome = asyncio.run(main())  # Ctrl-C: KeyboardInterrupt, 130 in cli.main
+    if not outcome.ok:
+        _failure("run", outcome.error)
+        return EXIT_FAILURE
+    if conversation.recorder.errors:
+        eprint(f"sessiontape run: {conversation.recorder.errors} recording error(s); "
+               "see the warning above")
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+class _History:
+    """readline with its history file, when stdin is a terminal."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.readline: Any = None
+        if not sys.stdin.isatty():
+            return
+        try:
+            import readline
+        except ImportError:  # pragma: no cover - Python built without readline
+            return
+        self.readline = readline
+        readline.set_history_length(HISTORY_LENGTH)
+        try:
+            if path.exists():
+                readline.read_history_file(path)
+        except OSError as exc:
+            eprint(f"sessiontape chat: cannot read the history {path}: {exc}")
+
+    def save(self) -> None:
+        if self.readline is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.readline.write_history_file(self.path)
+        except OSError as exc:
+            eprint(f"sessiontape chat: cannot write the history {self.path}: {exc}")
+            self.readline = None  # say it once
+
+    def prompt(self, style: Style) -> str:
+        if not sys.stdin.isatty():
+            return ""  # reading prompts from a pipe: answers only
+        if self.readline is None or not style.bold:
+            return f"{style.bold}user>{style.reset} "
+        # readline must know which characters take no room on the line
+        return f"\001{style.bold}\002user>\001{style.reset}\002 "
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """A prompt loop over one recorded conversation."""
+    from .conversation import RunInterrupted, describe_compaction, run_interruptible
+
+    color = use_color()
+    style = Style(color)
+    conversation = _open(args, "chat", args.stream, prefix=f"{style.cyan}agent>{style.reset} ")
+    if isinstance(conversation, int):
+        return conversation
+    out = conversation.out
+    if conversation.replay():
+        out.line(f"{style.dim}-- earlier turns above --{style.reset}")
+    if sys.stdin.isatty():
+        eprint("sessiontape chat: /help for commands; Ctrl-D or /exit to leave")
+    history = _History(history_path())
+    prompt = history.prompt(style)
+    loop = asyncio.new_event_loop()
+    code = EXIT_OK
+    try:
+        while True:
+            try:
+                line = input(prompt).strip()
+            except EOFError:
+                out.line()
+                break
+            except KeyboardInterrupt:
+                out.line()
+                code = EXIT_INTERRUPTED
+                break
+            history.save()
+            if not line:
+                continue
+            if line.startswith("/"):
+                command = line.split()[0].lower()
+                if command in ("/exit", "/quit"):
+                    break
+                if command == "/help":
+                    out.line(CHAT_HELP)
+                elif command == "/compact":
+                    try:
+                        info = run_interruptible(loop, conversation.compact())
+                        stored = run_interruptible(loop, conversation.stored_items())
+                    except RunInterrupted:
+                        eprint("sessiontape chat: compaction cancelled")
+                        continue
+                    except Exception as exc:
+                        eprint(f"sessiontape chat: compaction failed: {type(exc).__name__}: {exc}")
+                        continue
+                    out.line(describe_compaction(info, stored))
+                else:
+                    eprint(f"sessiontape chat: unknown command {command} (/help lists them)")
+                continue
+            try:
+                outcome = run_interruptible(loop, conversation.ask(line))
+            except RunInterrupted:
+                eprint("sessiontape chat: cancelled (recorded as interrupted)")
+                continue
+            if not outcome.ok:
+                _failure("chat", outcome.error)
+    except KeyboardInterrupt:  # a second Ctrl-C during an answer
+        out.line()
+        code = EXIT_INTERRUPTED
+    finally:
+        history.save()
+        _shutdown(loop, conversation)
+    if conversation.recorder.errors:
+        eprint(f"sessiontape chat: {conversation.recorder.errors} recording error(s); "
+               "see the warning above")
+    return code
+
+
+def _shutdown(loop: asyncio.AbstractEventLoop, conversation: Any) -> None:
+    """Cancel what is left of a run, write the recording, close the loop."""
+    try:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(conversation.close())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except KeyboardInterrupt:
+        pass  # a third Ctrl-C: leave now (the writer thread still writes what it has)
+    finally:
+        loop.close()
+
+
+def _common(parser: argparse.ArgumentParser, *, stream: bool) -> None:
+    parser.add_argument("--user-email", default=DEFAULT_USER_ID,
+                        help="user id (default: %(default)s)")
+    parser.add_argument("--session-name", default=None,
+                        help="conversation to continue; its earlier turns are replayed first "
+                             "(default: a new session_<time>_<hex>, printed on stderr)")
+    parser.add_argument("--agent", default=None, metavar="MODULE:ATTR",
+                        help="your agent: an Agent, or a function returning one, as "
+                             "module:attr or path/to/file.py:attr (default: the bundled demo "
+                             "agent, offline)")
+    parser.add_argument("--model", default=None,
+                        help="run the agent on this OpenAI model, e.g. gpt-4.1-mini "
+                             "(needs OPENAI_API_KEY)")
+    parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=stream,
+                        help="print the answer as it arrives (default: %(default)s)")
+
+
+def register(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``run`` and ``chat``."""
+    run = verbs.add_parser(
+        "run", help="run one prompt through an agent, recorded",
+        description="Run PROMPT through an agent (yours with --agent, else the bundled demo "
+                    "agent, offline) and record it. The answer goes to stdout; if --session-name "
+                    "has earlier turns, they are replayed first and this turn follows as "
+                    "user>/agent> lines. Exit codes: 0 ok, "
+                    "1 the run failed (still recorded), 2 usage, 130 Ctrl-C.")
+    _common(run, stream=False)
+    run.add_argument("prompt", nargs="+", metavar="PROMPT", help="the prompt (words are joined)")
+    run.set_defaults(handler=cmd_run)
+
+    chat = verbs.add_parser(
+        "chat", help="chat with an agent, recorded",
+        description="A prompt loop over one recorded conversation (see `run`). Commands: "
+                    "/help, /compact, /exit. Ctrl-D leaves; Ctrl-C cancels a running answer "
+                    "and returns to the prompt, and at the prompt leaves (130). Readline "
+                    f"history: <skillet state>/{HISTORY_FILE}.")
+    _common(chat, stream=True)
+    chat.set_defaults(handler=cmd_chat)

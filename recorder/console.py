@@ -1,0 +1,47 @@
+"""What every CLI verb shares: exit codes, colour, JSON output, diagnostics."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, TextIO
+
+import orjson
+
+__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "Style", "eprint",
+           "print_json", "use_color"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def use_color(stream: TextIO | None = None) -> bool:
+    """Colour only on a terminal, and never with ``NO_COLOR`` set."""
+    stream = stream or sys.stdout
+    return not os.environ.get("NO_COLOR") and bool(getattr(stream, "isatty", lambda: False)())
+
+
+class Style:
+    """ANSI styles that are empty strings when colour is off."""
+
+    def __init__(self, color: bool) -> None:
+        on = color
+        self.bold = "\x1b[1m" if on else ""
+        self.dim = "\x1b[2m" if on else ""
+        self.red = "\x1b[31m" if on else ""
+        self.cyan = "\x1b[36m" if on else ""
+        self.reset = "\x1b[0m" if on else ""
+
+
+def print_json(value: Any, *, indent: bool = True, stream: TextIO | None = None) -> None:
+    """One JSON document (``indent=False``: one line, for streams) on stdout."""
+    option = orjson.OPT_INDENT_2 if indent else 0
+    text = orjson.dumps(value, option=option | orjson.OPT_NON_STR_KEYS, default=str).decode()
+    (stream or sys.stdout).write(text + "\n")
+
+
+def eprint(*parts: Any) -> None:
+    """A diagnostic on stderr."""
+    print(*parts, file=sys.stderr, flush=True)

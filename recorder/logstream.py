@@ -1,0 +1,623 @@
+"""``log stream``: every skillet JSONL replay log under a root, caught up and then followed.
+
+The library behind ``sessiontape log stream``:
+
+* :class:`LogStream` finds every ``*.jsonl`` under the logs root, reads them
+  oldest-modified first (:meth:`LogStream.catch_up`), then follows
+  (:meth:`LogStream.follow`): appended lines, new files (in new folders too),
+  truncated files (read again from the start), replaced files (a new inode at
+  the path: the rest of the old file, then the new one), partial last lines
+  (held back until their newline) and malformed lines (reported once, with
+  file and line, through ``on_problem``). A root that does not exist yet is
+  waited for. Each file is read by a :class:`storage.log_reader.SessionLogTailer`.
+* :class:`StreamFilter` keeps the files of one user/session and the entries
+  since a moment; :func:`parse_since` reads ``10m``/``2h``/``1d`` or ISO times.
+* :class:`EntryFormatter` turns entries into skillet's lines
+  (``── user/session ──``, ``[ts] user> ...``, ``[ts] agent> (model) ...``),
+  optionally with steps, or into one JSON object per line.
+
+How changes are found, and what that costs
+-------------------------------------------
+* With file-system notifications (watchfiles' Rust ``notify`` backend, inotify
+  on Linux), only the files it reports changed are read; idle files cost
+  nothing per tick. A folder reported as added is listed once (files created
+  in it before its watch was set up would otherwise be missed).
+* The polling fallback (no watchfiles, ``--poll``, or a watcher that fails,
+  e.g. at the inotify watch limit) keeps a small *hot set*: files that changed
+  in the last :data:`HOT_SECONDS`, polled every ``poll_interval`` (0.1 s). The
+  whole tree is rescanned (one ``stat`` per file) only every
+  ``rescan_interval`` (1.5 s), to find new files and idle files that woke up.
+  The trade-off: the first line written to a long-idle file, or to a new file,
+  can take up to ``rescan_interval`` to show; later lines take up to
+  ``poll_interval``. Per fast tick the cost is the hot set, not the tree.
+* Open file descriptors are bounded: the least recently active files are
+  *parked* (descriptor closed, offset kept) beyond :data:`MAX_OPEN_FILES` and
+  reopened when they change. A file replaced while parked is read from the
+  start of the new file; lines appended to the old one after it was parked
+  are lost (a parked file changes only after a notification or a rescan
+  reopened it, so this needs a replace within that window).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from storage.log_entries import iso_ms
+from storage.log_reader import LogEntry, SessionLogTailer
+from storage.names import sanitize_log_name
+
+__all__ = [
+    "HOT_SECONDS",
+    "MAX_OPEN_FILES",
+    "EntryFormatter",
+    "LogSource",
+    "LogStream",
+    "StreamFilter",
+    "parse_since",
+]
+
+HOT_SECONDS = 10.0
+MAX_OPEN_FILES = 2048
+TOOL_TEXT_CHARS = 120
+SUFFIX = ".jsonl"
+
+# watchfiles: wake every STEP_MS while waiting (a change is returned 1-2 steps
+# after it happened), group a burst of changes for at most DEBOUNCE_MS.
+STEP_MS = 2
+DEBOUNCE_MS = 20
+WAIT_MS = 500
+
+
+# -- what is being read ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LogSource:
+    """One log file: its path and the (sanitized) user folder and session file names."""
+
+    path: str
+    user: str
+    session: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}/{self.session}" if self.user else self.session
+
+    @classmethod
+    def of(cls, root: str, path: str) -> LogSource:
+        rel = os.path.relpath(path, root)
+        folder, name = os.path.split(rel)
+        session = name.removesuffix(SUFFIX)
+        return cls(path, folder.replace(os.sep, "/"), session)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_CANONICAL_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``10m``/``2h``/``1d`` (``s m h d w``) before ``now``, or an ISO-8601 date or time.
+
+    An ISO time without a zone is local time. ValueError when it is neither.
+    """
+    now = now or datetime.now(timezone.utc)
+    match = _DURATION.match(text)
+    if match:
+        return now - timedelta(seconds=float(match[1]) * _UNIT[match[2].lower()])
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"not a duration like 10m, 2h, 1d or an ISO time: {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()  # local time
+    return moment.astimezone(timezone.utc)
+
+
+@dataclass
+class StreamFilter:
+    """Which files (user and session folder/file names) and entries (``since``) to show.
+
+    ``user`` and ``session`` are compared with the names on disk, after the
+    same sanitizing skillet applies (``john@example.com`` finds ``john_example_com``).
+    An entry whose timestamp cannot be read is kept.
+    """
+
+    user: str | None = None
+    session: str | None = None
+    since: datetime | None = None
+    _since_text: str = field(default="", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.since is not None:
+            self._since_text = iso_ms(self.since)
+
+    @staticmethod
+    def _name_matches(wanted: str | None, name: str) -> bool:
+        return wanted is None or name == wanted or name == sanitize_log_name(wanted)
+
+    def keeps_source(self, source: LogSource) -> bool:
+        return (self._name_matches(self.user, source.user)
+                and self._name_matches(self.session, source.session))
+
+    def keeps_file_mtime(self, mtime: float) -> bool:
+        """False when every entry of a file last written at ``mtime`` is older than ``since``."""
+        return self.since is None or mtime >= self.since.timestamp() - 2.0
+
+    def keeps_entry(self, entry: LogEntry) -> bool:
+        if self.since is None:
+            return True
+        stamp = entry.data.get("timestamp")
+        if not isinstance(stamp, str):
+            return True
+        if _CANONICAL_TS.match(stamp):  # skillet's own format sorts as text
+            return stamp >= self._since_text
+        try:
+            moment = datetime.fromisoformat(stamp)
+        except ValueError:
+            return True
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return moment >= self.since
+
+
+# -- output --------------------------------------------------------------------------
+
+def _short(text: Any, limit: int = TOOL_TEXT_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _input_text(user_input: Any) -> str:
+    if isinstance(user_input, str):
+        return user_input
+    if isinstance(user_input, list):
+        parts = []
+        for item in user_input:
+            content = item.get("content", "") if isinstance(item, dict) else item
+            if isinstance(content, list):  # content parts: [{"type":"input_text","text":...}]
+                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            parts.append(str(content))
+        return " ".join(parts)
+    return "" if user_input is None else str(user_input)
+
+
+class EntryFormatter:
+    """Entries as skillet's ``log stream`` lines, or as JSON lines.
+
+    Text: a ``── user/session ──`` header whenever the source changes, then
+    ``[ts] user> ...`` and ``[ts] agent> (model) ...``; with ``steps`` also
+    agent starts, tool calls, tool results (abbreviated), handoffs and
+    compactions. JSON: every entry, as one object with ``user``, ``session``
+    and ``file`` added.
+    """
+
+    def __init__(self, *, steps: bool = False, json: bool = False, color: bool = False) -> None:
+        self.steps = steps
+        self.json = json
+        self._last: LogSource | None = None
+        on = color
+        self._head = "\x1b[1;36m" if on else ""
+        self._dim = "\x1b[2m" if on else ""
+        self._bold = "\x1b[1m" if on else ""
+        self._reset = "\x1b[0m" if on else ""
+
+    def format(self, source: LogSource, entry: LogEntry) -> str | None:
+        """The text for one entry (several lines when a header comes first), or None."""
+        if self.json:
+            data = dict(entry.data)
+            data["user"], data["session"], data["file"] = source.user, source.session, source.path
+            return orjson.dumps(data, default=str).decode()
+        body = self._body(entry)
+        if body is None:
+            return None
+        if source != self._last:
+            self._last = source
+            return f"{self._head}── {source.label} ──{self._reset}\n{body}"
+        return body
+
+    def _body(self, entry: LogEntry) -> str | None:
+        data, dim, reset = entry.data, self._dim, self._reset
+        stamp = f"{dim}[{entry.timestamp}]{reset}"
+        kind = entry.kind
+        if kind == "user_message":
+            return f"{stamp} {self._bold}user>{reset} {_input_text(data.get('userInput'))}"
+        if kind == "final_result":
+            final = data.get("finalResult")
+            text = final.get("text", "") if isinstance(final, dict) else (final or "")
+            model = data.get("model")
+            model = f"({model}) " if model else ""
+            return f"{stamp} {self._bold}agent>{reset} {model}{text}"
+        if kind != "step" or not self.steps:
+            return None
+        step = data.get("stepResult")
+        if not isinstance(step, dict):
+            return None
+        what = self._step(step)
+        return None if what is None else f"{stamp} {dim}  · {what}{reset}"
+
+    @staticmethod
+    def _step(step: dict[str, Any]) -> str | None:
+        kind, agent = step.get("type"), step.get("agentName")
+        if kind == "agent_start":
+            return f"agent {agent} starts"
+        if kind == "agent_tool_start":
+            return f"{agent} calls {step.get('toolName')}({_short(step.get('toolArgumentsStr', ''), 80)})"
+        if kind == "agent_tool_end":
+            return f"{step.get('toolName')} → {_short(step.get('result', ''))}"
+        if kind == "handoff":
+            return f"handoff {agent} → {step.get('toAgentName')}"
+        if kind == "compaction":
+            detail = ", ".join(str(step[k]) for k in ("reason", "summarizer") if step.get(k))
+            return (f"compaction: {step.get('itemsBefore', '?')} → {step.get('itemsAfter', '?')} items"
+                    + (f" ({detail})" if detail else ""))
+        return None
+
+
+# -- one file ---------------------------------------------------------------------------
+
+class _Tailer(SessionLogTailer):
+    """A tailer whose descriptor can be closed while it is idle (*parked*) and reopened.
+
+    Reopening the same file (same device and inode) resumes at the offset
+    reached; a different file at the path is read from its start.
+    """
+
+    _parked: tuple[int, int] | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._fd is not None
+
+    def park(self) -> None:
+        if self._fd is None:
+            return
+        st = os.fstat(self._fd)
+        self._parked = (st.st_dev, st.st_ino)
+        os.close(self._fd)
+        self._fd = None
+
+    def _open(self) -> bool:
+        parked, self._parked = self._parked, None
+        if parked is None:
+            return super()._open()
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != parked:  # replaced while parked: the new file from its start
+            os.close(fd)
+            return super()._open()
+        self._fd = fd  # the same file: go on from the offset reached
+        return True
+
+
+def _raise_open_file_limit() -> int:
+    """Raise the soft descriptor limit towards the hard one; return the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 1 << 16
+    want = min(want, 1 << 16)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    return soft if soft != resource.RLIM_INFINITY else 1 << 16
+
+
+def _walk(top: str) -> Iterator[os.DirEntry[str]]:
+    """Every ``*.jsonl`` file under ``top`` (symlinked folders are not entered)."""
+    stack = [top]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for item in it:
+                try:
+                    if item.is_dir(follow_symlinks=False):
+                        stack.append(item.path)
+                    elif item.name.endswith(SUFFIX) and item.is_file():
+                        yield item
+                except OSError:
+                    continue
+
+
+@dataclass
+class _Watched:
+    source: LogSource
+    tailer: _Tailer
+    seen: tuple[int, int, int] = (0, 0, 0)  # (inode, size, mtime_ns) at the last rescan
+    active: float = 0.0  # monotonic time of the last change (polling fallback)
+
+
+# -- the stream -------------------------------------------------------------------------
+
+OnEntry = Callable[[LogSource, LogEntry], None]
+OnText = Callable[[str], None]
+
+
+class LogStream:
+    """Every log under ``root``: :meth:`catch_up`, then :meth:`follow`.
+
+    ``on_entry(source, entry)`` gets each kept entry; ``on_problem(text)`` one
+    line per malformed line (``path:line: reason``); ``on_notice(text)`` the
+    rest (waiting for the root, falling back to polling). ``notify=False``
+    forces the polling fallback.
+    """
+
+    def __init__(self, root: Path | str, *, on_entry: OnEntry, on_problem: OnText,
+                 on_notice: OnText, filter: StreamFilter | None = None, notify: bool = True,
+                 poll_interval: float = 0.1, rescan_interval: float = 1.5,
+                 max_open: int | None = None) -> None:
+        self.root = os.path.abspath(root)
+        self.filter = filter or StreamFilter()
+        self.on_entry, self.on_problem, self.on_notice = on_entry, on_problem, on_notice
+        self.notify = notify
+        self.poll_interval, self.rescan_interval = poll_interval, rescan_interval
+        self._files: dict[str, _Watched] = {}
+        self._skipped: set[str] = set()  # files the user/session filter leaves out
+        self._open: OrderedDict[str, None] = OrderedDict()  # open descriptors, least recent first
+        self._hot: dict[str, _Watched] = {}  # polling: files that changed lately, polled each tick
+        limit = _raise_open_file_limit()
+        self._max_open = max_open or max(16, min(MAX_OPEN_FILES, limit - 128))
+        self._watcher: Any = None
+
+    # - reading -
+
+    def _watch(self, path: str, *, from_end: bool = False) -> _Watched | None:
+        """The file's state, made on first sight (None if the filter leaves it out)."""
+        watched = self._files.get(path)
+        if watched is None:
+            if path in self._skipped:
+                return None
+            source = LogSource.of(self.root, path)
+            if not self.filter.keeps_source(source):
+                self._skipped.add(path)
+                return None
+            try:
+                tailer = _Tailer(path, from_end=from_end)
+            except OSError as exc:
+                self.on_notice(f"cannot read {path}: {exc.strerror or exc}")
+                return None
+            watched = self._files[path] = _Watched(source, tailer)
+        return watched
+
+    def _read(self, watched: _Watched) -> int:
+        """Emit what the file gained; return the number of entries read."""
+        tailer = watched.tailer
+        try:
+            entries = tailer.poll()
+        except OSError as exc:
+            self.on_notice(f"cannot read {watched.source.path}: {exc.strerror or exc}")
+            return 0
+        keeps, emit, source = self.filter.keeps_entry, self.on_entry, watched.source
+        for entry in entries:
+            if keeps(entry):
+                emit(source, entry)
+        if tailer.problems:
+            for problem in tailer.problems:
+                self.on_problem(str(problem))
+            tailer.problems.clear()
+        path = source.path
+        if tailer.is_open:
+            self._open[path] = None
+            self._open.move_to_end(path)
+            while len(self._open) > self._max_open:
+                oldest, _ = self._open.popitem(last=False)
+                if oldest in self._files:
+                    self._files[oldest].tailer.park()
+        else:
+            self._open.pop(path, None)
+        return len(entries)
+
+    def _forget(self, path: str) -> None:
+        watched = self._files.pop(path, None)
+        if watched is not None:
+            watched.tailer.close()
+        self._open.pop(path, None)
+        self._hot.pop(path, None)
+
+    def _heat(self, watched: _Watched, now: float) -> None:
+        watched.active = now
+        self._hot[watched.source.path] = watched
+
+    # - catching up -
+
+    def wait_for_root(self, stop: Callable[[], bool] | None = None, interval: float = 0.2) -> bool:
+        """Wait until the root is a folder (saying so once); False if ``stop()`` first."""
+        if os.path.isdir(self.root):
+            return True
+        self.on_notice(f"waiting for {self.root} to be created")
+        while not os.path.isdir(self.root):
+            if stop and stop():
+                return False
+            time.sleep(interval)
+        self.on_notice(f"{self.root} appeared")
+        return True
+
+    def catch_up(self) -> int:
+        """Read every log under the root, oldest-modified first; return the files read."""
+        found = []
+        for item in _walk(self.root):
+            try:
+                st = item.stat()
+            except OSError:
+                continue
+            found.append((st.st_mtime_ns, item.path, st))
+        found.sort()
+        for _, path, st in found:
+            old = not self.filter.keeps_file_mtime(st.st_mtime)
+            watched = self._watch(path, from_end=old)
+            if watched is not None:
+                watched.seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+                if time.time() - st.st_mtime < HOT_SECONDS:
+                    self._heat(watched, time.monotonic())
+                self._read(watched)
+        return len(found)
+
+    def finish(self) -> None:
+        """End of a catch-up without following: a last line without its newline counts if whole."""
+        for watched in self._files.values():
+            tailer = watched.tailer
+            rest = getattr(tailer, "_partial", b"")
+            if rest and rest.strip():
+                entry = tailer._parser.feed(rest)
+                tailer._partial = b""
+                if entry is not None and self.filter.keeps_entry(entry):
+                    self.on_entry(watched.source, entry)
+                for problem in tailer.problems:
+                    self.on_problem(f"{problem} (last line, unterminated)")
+                tailer.problems.clear()
+
+    # - following -
+
+    def start_watcher(self) -> bool:
+        """Set up file-system notifications on the root (before :meth:`catch_up`, so that
+        nothing written during the catch-up is missed); False if unavailable."""
+        if not self.notify:
+            return False
+        try:
+            from watchfiles._rust_notify import RustNotify
+        except ImportError:
+            self.on_notice("watchfiles is not installed; polling for changes")
+            return False
+        try:
+            self._watcher = RustNotify([self.root], False, False, 0, True, True)
+        except Exception as exc:  # noqa: BLE001 - e.g. the inotify limits
+            self.on_notice(f"file-system notifications unavailable ({exc}); polling for changes")
+            return False
+        return True
+
+    def follow(self, stop: Callable[[], bool] | None = None) -> None:
+        """Follow the root until ``stop()`` (checked about twice a second) or Ctrl-C."""
+        if self._watcher is not None:
+            try:
+                self._follow_notified(stop)
+                return
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the watcher died: keep going by polling
+                self.on_notice(f"file-system notifications failed ({exc}); polling for changes")
+            finally:
+                self.close_watcher()
+            self._rescan()
+        self._follow_polled(stop)
+
+    def _follow_notified(self, stop: Callable[[], bool] | None) -> None:
+        watcher = self._watcher
+        # Anything written between the catch-up's read of a file and now is in
+        # the watcher's first batch: it was set up before the catch-up.
+        while not (stop and stop()):
+            changes = watcher.watch(DEBOUNCE_MS, STEP_MS, WAIT_MS, None)
+            if changes == "signal":
+                raise KeyboardInterrupt
+            if not isinstance(changes, set):  # "timeout"
+                continue
+            for path in sorted({path for _, path in changes}):
+                self._changed(path)
+
+    def _changed(self, path: str) -> None:
+        """A path the watcher reported added, modified or deleted."""
+        if path in self._skipped:
+            return
+        if path.endswith(SUFFIX) and (path in self._files or os.path.isfile(path)):
+            watched = self._watch(path)
+            if watched is not None:
+                self._read(watched)
+                if not os.path.exists(path):  # deleted: its rest was read
+                    self._forget(path)
+        elif os.path.isdir(path):
+            self._scan_new(path)  # a new folder: its files may predate its watch
+
+    def _scan_new(self, top: str) -> None:
+        for item in sorted(_walk(top), key=lambda i: i.path):
+            if item.path not in self._files:
+                watched = self._watch(item.path)
+                if watched is not None:
+                    self._read(watched)
+
+    def _rescan(self) -> None:
+        """One pass over the tree: new files and files whose inode, size or mtime changed."""
+        now = time.monotonic()
+        present = set()
+        for item in _walk(self.root):
+            path = item.path
+            present.add(path)
+            try:
+                st = item.stat()
+            except OSError:
+                continue
+            seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+            watched = self._files.get(path)
+            if watched is None:
+                watched = self._watch(path)
+                if watched is None:
+                    continue
+            elif watched.seen == seen:
+                continue
+            watched.seen = seen
+            self._heat(watched, now)
+            self._read(watched)
+        for path in [p for p in self._files if p not in present]:
+            self._read(self._files[path])  # the rest of a deleted file, then forget it
+            self._forget(path)
+
+    def _follow_polled(self, stop: Callable[[], bool] | None) -> None:
+        next_scan = time.monotonic() + self.rescan_interval
+        while not (stop and stop()):
+            now = time.monotonic()
+            if now >= next_scan:
+                self._rescan()
+                next_scan = now + self.rescan_interval
+            for path, watched in list(self._hot.items()):
+                if self._read(watched):
+                    watched.active = now
+                elif now - watched.active >= HOT_SECONDS:
+                    del self._hot[path]  # idle again: left to the rescans
+            time.sleep(self.poll_interval)
+
+    def close_watcher(self) -> None:
+        if self._watcher is not None:
+            try:
+                self._watcher.close()
+            finally:
+                self._watcher = None
+
+    def close(self) -> None:
+        self.close_watcher()
+        for path in list(self._files):
+            self._forget(path)
+
+    # - all of it -
+
+    def run(self, *, follow: bool = True, stop: Callable[[], bool] | None = None) -> None:
+        """Catch up, then follow (or, with ``follow=False``, stop after the catch-up)."""
+        try:
+            if not follow:
+                if not os.path.isdir(self.root):
+                    self.on_notice(f"{self.root} does not exist (no logs yet)")
+                    return
+                self.catch_up()
+                self.finish()
+                return
+            if not self.wait_for_root(stop):
+                return
+            self.start_watcher()
+            self.catch_up()
+            self.follow(stop)
+        finally:
+            self.close()

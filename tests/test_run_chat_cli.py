@@ -1,0 +1,461 @@
+"""`sessiontape run` and `sessiontape chat`: the real executable, in subprocesses and a pty."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recorder.agent_loader import AgentLoadError, load_agent
+from storage.item_store import ItemStore
+from storage.log_reader import SessionLogReader, Turn
+from storage.names import DEFAULT_USER_ID
+from storage.replay_log import ReplayLog
+
+EXECUTABLE = str(Path(sys.executable).with_name("sessiontape"))
+LISBON = ("A day in Lisbon: it is sunny and 21°C, so start in the old town early and end at "
+          "a viewpoint for the sunset. The currency conversion failed (XYZ is not supported), "
+          "so budget about 80 EUR.")
+DEMO_TAIL = "so budget about 80 EUR."
+
+AGENTS = textwrap.dedent('''
+    import asyncio
+    import itertools
+
+    from agents import Agent, function_tool
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+    _ids = itertools.count()
+
+
+    def _answer(text):
+        n = next(_ids)
+        return ScriptedModel([ModelStep(output=[assistant_message(text, item_id=f"msg_{n}")],
+                                        response_id=f"resp_{n}")])
+
+
+    agent = Agent(name="Module agent", model=_answer("the module agent answers"))
+
+
+    def make_agent():
+        return Agent(name="Factory agent", model=_answer("the factory agent answers"))
+
+
+    not_an_agent = 42
+
+
+    def failing_agent():
+        return Agent(name="Failing", model=ScriptedModel([ModelStep(
+            error=RuntimeError("the model exploded"))]))
+
+
+    @function_tool
+    async def slow() -> str:
+        """Takes its time."""
+        await asyncio.sleep(60)
+        return "late"
+
+
+    def slow_agent():
+        return Agent(name="Slow", tools=[slow], model=ScriptedModel([
+            ModelStep(output=[function_call("slow", {}, call_id="c_slow", item_id="fc_slow")],
+                      response_id="r_slow"),
+            ModelStep(output=[assistant_message("done at last", item_id="m_done")],
+                      response_id="r_done"),
+        ]))
+''')
+
+
+@pytest.fixture
+def agents_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "project"
+    directory.mkdir()
+    (directory / "my_agents.py").write_text(AGENTS)
+    return directory
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "NO_COLOR": "1", **extra}
+
+
+def turns(session: str, skillet_home: Path | None = None) -> list[Turn]:
+    home = skillet_home or Path(os.environ["SKILLET_HOME"])
+    return SessionLogReader(ReplayLog(DEFAULT_USER_ID, session,
+                                      home / "state/.agent_session_logs").path).turns()
+
+
+def store_items(session: str, skillet_home: Path | None = None) -> list[Any]:
+    home = skillet_home or Path(os.environ["SKILLET_HOME"])
+
+    async def read() -> list[Any]:
+        store = ItemStore(home / "state/.agent_sessions.sqlite")
+        try:
+            return await store.session(DEFAULT_USER_ID, session).get_items()
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def user_messages(items: list[Any]) -> list[str]:
+    return [i["content"] for i in items if i.get("role") == "user"]
+
+
+# -- run: the processes start together (each in its own home), the tests check them ----------
+
+RUNS: dict[str, list[list[str]]] = {
+    "defaults": [["Plan", "a day in Lisbon"]],
+    "twice": [["--session-name", "trip", "Plan a day in Lisbon"],
+              ["--session-name", "trip", "Now Porto please"]],
+    "stream": [["--stream", "--session-name", "streamed", "Plan a day in Madeira"]],
+    "module": [["--agent", "my_agents:agent", "--session-name", "mine", "hello"]],
+    "factory": [["--agent", "my_agents.py:make_agent", "--session-name", "mine", "hello"]],
+    "bad": [["--agent", "my_agents:not_an_agent", "hello"]],
+    "model": [["--model", "gpt-4.1-mini", "hello"]],
+    "failed": [["--agent", "my_agents:failing_agent", "--session-name", "boom", "hello"]],
+}
+
+
+@dataclass
+class Done:
+    """The processes of one entry of RUNS, and the skillet home they wrote to."""
+
+    processes: list[subprocess.CompletedProcess[str]]
+    skillet: Path
+
+    @property
+    def last(self) -> subprocess.CompletedProcess[str]:
+        return self.processes[-1]
+
+
+def _run_job(root: Path, agents: Path, commands: list[list[str]]) -> Done:
+    home = root / "home"
+    job_env = {**os.environ, "NO_COLOR": "1", "HOME": str(home),
+               "XDG_DATA_HOME": str(home / "data"), "XDG_STATE_HOME": str(home / "state"),
+               "XDG_CACHE_HOME": str(home / "cache"), "XDG_CONFIG_HOME": str(home / "config"),
+               "SKILLET_HOME": str(root / "skillet"), "OPENAI_AGENTS_DISABLE_TRACING": "1"}
+    job_env.pop("OPENAI_API_KEY", None)
+    done = [subprocess.run([EXECUTABLE, "run", *(a.format(dir=agents) for a in args)],
+                           capture_output=True, text=True, timeout=90, cwd=agents, env=job_env)
+            for args in commands]
+    return Done(done, root / "skillet")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Every RUNS entry, started at once (the SDK's import takes seconds per process)."""
+    base = tmp_path_factory.mktemp("runs")
+    agents = base / "project"
+    agents.mkdir()
+    (agents / "my_agents.py").write_text(AGENTS)
+    with ThreadPoolExecutor(max_workers=len(RUNS)) as pool:
+        futures = {name: pool.submit(_run_job, base / name, agents, commands)
+                   for name, commands in RUNS.items()}
+        yield {name: future.result for name, future in futures.items()}
+
+
+def test_run_with_defaults_prints_the_answer_and_the_new_session_name(runs: Any) -> None:
+    job = runs["defaults"]()
+    done = job.last
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == LISBON + "\n"
+    name = re.search(r"new conversation (session_\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ_[0-9a-f]{8}) "
+                     r"of john@example\.com", done.stderr)
+    assert name, done.stderr
+    assert f"--session-name {name[1]}" in done.stderr
+    recorded = turns(name[1], job.skillet)
+    assert [t.user_input for t in recorded] == ["Plan a day in Lisbon"]
+    assert recorded[0].complete and recorded[0].text == LISBON
+    assert "Traceback" not in done.stderr
+
+
+def test_run_again_replays_the_earlier_turn_before_the_new_answer(runs: Any) -> None:
+    job = runs["twice"]()
+    first, second = job.processes
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    assert first.stdout == LISBON + "\n"
+    assert "continuing trip" in second.stderr and "1 earlier turns" in second.stderr
+    out = second.stdout
+    order = [out.index("user> Plan a day in Lisbon"),
+             out.index("Trip planner calls get_weather"),
+             out.index("agent> (demo/scripted-demo) A day in Lisbon"),
+             out.index("user> Now Porto please"),
+             out.index("agent> A day in Porto")]
+    assert order == sorted(order), out
+    assert out.endswith(DEMO_TAIL + "\n")
+    assert "\x1b[" not in out
+    items = store_items("trip", job.skillet)
+    assert len(items) == 18  # nine per demo turn: the model's history holds both
+    assert user_messages(items) == ["Plan a day in Lisbon", "Now Porto please"]
+    assert [t.complete for t in turns("trip", job.skillet)] == [True, True]
+
+
+def test_run_stream_prints_the_final_text(runs: Any) -> None:
+    job = runs["stream"]()
+    done = job.last
+    assert done.returncode == 0, done.stderr
+    (turn,) = turns("streamed", job.skillet)
+    assert turn.text.startswith("A day in Madeira")
+    assert done.stdout == turn.text + "\n"
+
+
+@pytest.mark.parametrize("job, answer", [
+    ("module", "the module agent answers"),  # module:attr, imported from the cwd
+    ("factory", "the factory agent answers"),  # file.py:function returning an Agent
+])
+def test_run_loads_your_agent(runs: Any, job: str, answer: str) -> None:
+    result = runs[job]()
+    done = result.last
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == answer + "\n"
+    (turn,) = turns("mine", result.skillet)
+    assert turn.complete and turn.text == answer
+    assert user_messages(store_items("mine", result.skillet)) == ["hello"]
+
+
+def test_a_bad_agent_is_a_usage_error(runs: Any) -> None:
+    done = runs["bad"]().last
+    assert done.returncode == 2
+    assert ("sessiontape run: --agent my_agents:not_an_agent: my_agents:not_an_agent is a int, "
+            "not an agents.Agent") in done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+
+
+def test_model_without_a_key_is_a_usage_error(runs: Any) -> None:
+    done = runs["model"]().last
+    assert done.returncode == 2
+    assert "OPENAI_API_KEY" in done.stderr and done.stdout == ""
+
+
+def test_a_failed_run_exits_1_and_is_recorded(runs: Any) -> None:
+    job = runs["failed"]()
+    done = job.last
+    assert done.returncode == 1
+    assert "the run failed: RuntimeError: the model exploded" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    (turn,) = turns("boom", job.skillet)
+    assert turn.user_input == "hello"
+    assert turn.text == "[run failed] RuntimeError: the model exploded"
+
+
+# -- the agent loader, in process -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec, name", [
+    ("my_agents:agent", "Module agent"),
+    ("my_agents", "Module agent"),  # the attribute defaults to `agent`
+    ("{dir}/my_agents.py:make_agent", "Factory agent"),
+    ("my_agents.py:make_agent", "Factory agent"),
+])
+def test_load_agent_forms(agents_dir: Path, monkeypatch: pytest.MonkeyPatch, spec: str,
+                          name: str) -> None:
+    monkeypatch.chdir(agents_dir)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "my_agents", raising=False)
+    assert load_agent(spec.format(dir=agents_dir)).name == name
+
+
+@pytest.mark.parametrize("spec, reason", [
+    ("my_agents:missing", "my_agents has no attribute 'missing'"),
+    ("my_agents:not_an_agent", "my_agents:not_an_agent is a int, not an agents.Agent"),
+    ("my_agents:failing_agent.model", "has no attribute 'failing_agent.model'"),
+    ("no_such_module:agent", "no module named 'no_such_module'"),
+    ("elsewhere/nothing.py:agent", "no such file: elsewhere/nothing.py"),
+    ("broken.py:agent", "importing broken.py failed: ZeroDivisionError"),
+    ("my_agents:_answer", "calling my_agents:_answer() failed: TypeError"),
+    ("", "empty agent spec"),
+])
+def test_load_agent_errors_say_why(agents_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                   spec: str, reason: str) -> None:
+    (agents_dir / "broken.py").write_text("1 / 0\n")
+    monkeypatch.chdir(agents_dir)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "my_agents", raising=False)
+    with pytest.raises(AgentLoadError, match=re.escape(reason)):
+        load_agent(spec)
+
+
+# -- chat in a pseudo-terminal ----------------------------------------------------------------
+
+
+class Terminal:
+    """The executable on a pty (its controlling terminal, so Ctrl-C is a real SIGINT)."""
+
+    def __init__(self, *args: str, cwd: Path | None = None) -> None:
+        environment = env(TERM="dumb")
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: become the executable
+            try:
+                if cwd is not None:
+                    os.chdir(cwd)
+                os.execve(EXECUTABLE, [EXECUTABLE, *args], environment)
+            finally:
+                os._exit(127)
+        self.pid, self.fd = pid, fd
+        self.pending = ""
+        self.seen = ""
+        self.status: int | None = None
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            data = os.read(self.fd, 4096)
+        except OSError:  # EIO: the child has gone
+            data = b""
+        self.pending += data.decode(errors="replace").replace("\r\n", "\n")
+        return bool(data)
+
+    def expect(self, text: str, timeout: float = 30) -> str:
+        """Everything up to and including ``text`` (consumed)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._read(left):
+                raise AssertionError(f"no {text!r} on the terminal; it shows:\n"
+                                     f"{self.seen + self.pending}")
+        end = self.pending.index(text) + len(text)
+        chunk, self.pending = self.pending[:end], self.pending[end:]
+        self.seen += chunk
+        return chunk
+
+    def send(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def line(self, text: str) -> str:
+        """Type ``text`` at the prompt; what it printed up to the next prompt."""
+        self.send(text + "\n")
+        return self.expect("user> ")
+
+    def wait(self, timeout: float = 30) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+                self._read(0.1)
+                return self.status
+            self._read(0.05)
+        raise AssertionError(f"still running; the terminal shows:\n{self.seen + self.pending}")
+
+    def close(self) -> None:
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        os.close(self.fd)
+
+
+@pytest.fixture
+def terminals() -> Any:
+    opened: list[Terminal] = []
+
+    def start(*args: str, cwd: Path | None = None) -> Terminal:
+        terminal = Terminal(*args, cwd=cwd)
+        opened.append(terminal)
+        return terminal
+
+    yield start
+    for terminal in opened:
+        terminal.close()
+
+
+def history_file() -> Path:
+    return Path(os.environ["SKILLET_HOME"]) / "state" / ".sessiontape_chat_history"
+
+
+def test_chat_answers_prompts_helps_compacts_and_exits(terminals: Any) -> None:
+    chat = terminals("chat", "--session-name", "talk")
+    chat.expect("user> ")
+    shown = chat.line("/help")
+    assert "/compact" in shown and "/exit" in shown
+    shown = chat.line("Plan a day in Porto")
+    assert "agent> A day in Porto" in shown and DEMO_TAIL in shown
+    shown = chat.line("/compact")
+    assert "nothing to compact (9 items stored)" in shown
+    # a second prompt gets fresh scripted models: the demo agent never runs dry
+    shown = chat.line("And Madeira?")
+    assert "agent> A day in Madeira" in shown and DEMO_TAIL in shown
+    shown = chat.line("/nonsense")
+    assert "unknown command /nonsense" in shown
+    chat.send("/exit\n")
+    assert chat.wait() == 0
+    assert [t.user_input for t in turns("talk")] == ["Plan a day in Porto", "And Madeira?"]
+    assert len(store_items("talk")) == 18
+    history = history_file().read_text()
+    assert "Plan a day in Porto" in history and "/compact" in history
+
+
+def test_chat_replays_an_existing_session_first(terminals: Any) -> None:
+    from recorder.demo import run_demo
+
+    async def demo_turn() -> None:
+        done = await run_demo(user_id=DEFAULT_USER_ID, session_name="again")
+        await done.recorder.store.close()  # no connection left open beside the chat's
+
+    for _ in range(2):  # Lisbon, then Porto
+        asyncio.run(demo_turn())
+    history_file().parent.mkdir(parents=True, exist_ok=True)
+    history_file().write_text("an old prompt\n")
+
+    chat = terminals("chat", "--session-name", "again")
+    before = chat.expect("-- earlier turns above --")
+    chat.expect("user> ")  # the prompt comes after the replay
+    order = [before.index("user> Plan a day in Lisbon for me."),
+             before.index("agent> (demo/scripted-demo) A day in Lisbon"),
+             before.index("user> Plan a day in Porto for me."),
+             before.index("agent> (demo/scripted-demo) A day in Porto"),
+             before.index("-- earlier turns above --")]
+    assert order == sorted(order), before
+    shown = chat.line("Plan a day in Madeira")
+    assert "agent> A day in Madeira" in shown
+    shown = chat.line("/compact")
+    assert re.search(r"compacted 27 items into \d+ \(\d+ archived", shown), shown
+    chat.send("\x04")  # Ctrl-D
+    assert chat.wait() == 0
+    items = store_items("again")
+    assert len(items) < 27 and user_messages(items)[-1] == "Plan a day in Madeira"
+    assert len(turns("again")) == 3
+    lines = history_file().read_text().splitlines()
+    assert lines[0] == "an old prompt" and "Plan a day in Madeira" in lines
+
+
+def test_chat_ctrl_c_cancels_the_answer_then_leaves_at_the_prompt(terminals: Any,
+                                                                    agents_dir: Path) -> None:
+    chat = terminals("chat", "--agent", "my_agents:slow_agent", "--session-name", "slow",
+                     cwd=agents_dir)
+    chat.expect("user> ")
+    chat.send("wait for it\n")
+    chat.expect("agent> ")
+    time.sleep(0.5)  # the tool is running (it sleeps a minute)
+    chat.send("\x03")
+    shown = chat.expect("user> ")
+    assert "cancelled (recorded as interrupted)" in shown
+    shown = chat.line("and now?")
+    assert "agent> done at last" in shown
+    # Ctrl-C at the prompt leaves. Not at once: a SIGINT that comes while readline is still
+    # setting up, before it waits for a key, is only seen at the next key (CPython's readline).
+    time.sleep(0.3)
+    chat.send("\x03")
+    assert chat.wait() == 130
+    assert "Traceback" not in chat.seen + chat.pending
+    recorded = turns("slow")
+    assert [t.user_input for t in recorded] == ["wait for it", "and now?"]
+    assert recorded[0].text.startswith("[run failed] CancelledError") and recorded[1].text == "done at last"
