@@ -57,6 +57,8 @@ from storage.log_entries import iso_ms
 from storage.log_reader import LogEntry, SessionLogTailer
 from storage.names import sanitize_log_name
 
+from .transcript import input_text, short
+
 __all__ = [
     "HOT_SECONDS",
     "MAX_OPEN_FILES",
@@ -69,7 +71,6 @@ __all__ = [
 
 HOT_SECONDS = 10.0
 MAX_OPEN_FILES = 2048
-TOOL_TEXT_CHARS = 120
 SUFFIX = ".jsonl"
 
 # watchfiles: wake every STEP_MS while waiting (a change is returned 1-2 steps
@@ -173,25 +174,6 @@ class StreamFilter:
 
 # -- output --------------------------------------------------------------------------
 
-def _short(text: Any, limit: int = TOOL_TEXT_CHARS) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _input_text(user_input: Any) -> str:
-    if isinstance(user_input, str):
-        return user_input
-    if isinstance(user_input, list):
-        parts = []
-        for item in user_input:
-            content = item.get("content", "") if isinstance(item, dict) else item
-            if isinstance(content, list):  # content parts: [{"type":"input_text","text":...}]
-                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-            parts.append(str(content))
-        return " ".join(parts)
-    return "" if user_input is None else str(user_input)
-
-
 class EntryFormatter:
     """Entries as skillet's ``log stream`` lines, or as JSON lines.
 
@@ -231,7 +213,7 @@ class EntryFormatter:
         stamp = f"{dim}[{entry.timestamp}]{reset}"
         kind = entry.kind
         if kind == "user_message":
-            return f"{stamp} {self._bold}user>{reset} {_input_text(data.get('userInput'))}"
+            return f"{stamp} {self._bold}user>{reset} {input_text(data.get('userInput'))}"
         if kind == "final_result":
             final = data.get("finalResult")
             text = final.get("text", "") if isinstance(final, dict) else (final or "")
@@ -252,9 +234,9 @@ class EntryFormatter:
         if kind == "agent_start":
             return f"agent {agent} starts"
         if kind == "agent_tool_start":
-            return f"{agent} calls {step.get('toolName')}({_short(step.get('toolArgumentsStr', ''), 80)})"
+            return f"{agent} calls {step.get('toolName')}({short(step.get('toolArgumentsStr', ''), 80)})"
         if kind == "agent_tool_end":
-            return f"{step.get('toolName')} → {_short(step.get('result', ''))}"
+            return f"{step.get('toolName')} → {short(step.get('result', ''))}"
         if kind == "handoff":
             return f"handoff {agent} → {step.get('toAgentName')}"
         if kind == "compaction":

@@ -29,7 +29,6 @@ Listing rules (also in ``sessiontape sessions list --help``):
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import shutil
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -39,7 +38,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from storage.agentuse_reader import (
     CorruptFileError,
@@ -50,7 +48,7 @@ from storage.agentuse_reader import (
 )
 from storage.links import read_links
 from storage.log_reader import SessionLogReader, Turn
-from storage.names import sanitize_log_name
+from storage.replay_log import find_log_path, log_owner, owner_record_path
 from storage.paths import SkilletPaths, agentuse_sessions_root
 from storage.tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE
 
@@ -65,7 +63,6 @@ __all__ = [
     "UnknownSessionError",
     "Usage",
     "clear_session",
-    "find_log_path",
     "find_session",
     "list_sessions",
     "session_locations",
@@ -89,42 +86,6 @@ class Locations:
     def resolve(cls, store_file: Path | None = None, logs_root: Path | None = None) -> Locations:
         skillet = SkilletPaths.resolve()
         return cls(store_file or skillet.store_file, logs_root or skillet.logs_root)
-
-
-def _owner_path(log_path: Path) -> Path:
-    return log_path.with_name(f".{log_path.stem}.owner.json")
-
-
-def _read_owner(owner: Path) -> dict[str, Any] | None:
-    try:
-        data = orjson.loads(owner.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def find_log_path(user_id: str, session_name: str, logs_root: Path) -> Path | None:
-    """The log file of the pair, found without claiming it (nothing is created).
-
-    The same search as :func:`storage.replay_log.log_path_for`: the first
-    candidate name whose owner record names this pair, or that has no owner
-    record (a skilled_crew log, or no log yet). None if that file does not exist.
-    """
-    user_dir = logs_root / sanitize_log_name(user_id)
-    base = sanitize_log_name(session_name)
-    digest = hashlib.sha256(f"{user_id}\0{session_name}".encode("utf-8", "surrogatepass"))
-    for attempt in range(100):
-        stem = base if attempt == 0 else f"{base}_{digest.hexdigest()[:12]}"
-        stem += f"_{attempt}" if attempt > 1 else ""
-        path = user_dir / f"{stem}.jsonl"
-        owner = _owner_path(path)
-        if not owner.exists():
-            return path if path.exists() else None
-        record = _read_owner(owner)
-        if record is not None and record.get("user_id") == user_id \
-                and record.get("session_name") == session_name:
-            return path if path.exists() else None
-    return None
 
 
 # -- usage ------------------------------------------------------------------------------
@@ -332,7 +293,7 @@ def _log_only(logs_root: Path, known: set[Path]) -> Iterable[tuple[str, str, Pat
         for path in sorted(user_dir.glob("[!.]*.jsonl")):
             if path in known or not path.is_file():
                 continue
-            owner = _read_owner(_owner_path(path)) if _owner_path(path).exists() else None
+            owner = log_owner(path)
             if owner and isinstance(owner.get("user_id"), str) \
                     and isinstance(owner.get("session_name"), str):
                 yield owner["user_id"], owner["session_name"], path
@@ -592,8 +553,8 @@ def clear_session(info: SessionInfo, *, locations: Locations | None = None) -> C
                 conn.execute("ROLLBACK")
                 raise
     if info.log_path is not None:
-        owner = _owner_path(info.log_path)
-        record = _read_owner(owner) if owner.exists() else None
+        owner = owner_record_path(info.log_path)
+        record = log_owner(info.log_path)
         for path in (info.log_path, owner if record is not None and record.get("user_id")
                      == info.user_id and record.get("session_name") == info.session_name
                      else None):
@@ -624,7 +585,7 @@ def session_locations(info: SessionInfo | None = None, *, locations: Locations |
     if info is None:
         return {"store": str(where.store_file), "logs_root": str(where.logs_root),
                 "agentuse_root": str(agentuse_sessions_root(project_root))}
-    owner = _owner_path(info.log_path) if info.log_path is not None else None
+    owner = owner_record_path(info.log_path) if info.log_path is not None else None
     return {
         "store": str(where.store_file),
         "log": str(info.log_path) if info.log_path else None,

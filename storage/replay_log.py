@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,9 @@ from .json_style import dumps_compact
 from .names import safe_join, sanitize_log_name
 from .paths import SkilletPaths
 
-__all__ = ["ReplayLog", "log_path_for"]
+__all__ = ["ReplayLog", "find_log_path", "log_owner", "log_path_for", "owner_record_path"]
+
+MAX_CANDIDATES = 100
 
 _OWNER_KEYS = ("user_id", "session_name")
 
@@ -59,10 +62,25 @@ def _claim(log_path: Path, record: dict[str, str]) -> bool:
         os.link(tmp, owner)  # creates the record whole, or fails if one exists
         return True
     except FileExistsError:
-        existing = _read_owner(owner)
-        return existing is not None and all(existing.get(k) == record[k] for k in _OWNER_KEYS)
+        return _owned_by(log_path, record)
     finally:
         os.unlink(tmp)
+
+
+def _candidates(user_id: str, session_name: str, root: Path) -> Iterator[Path]:
+    """The file names the pair may own, in the order they are tried."""
+    user_dir = safe_join(root, sanitize_log_name(user_id))
+    base = sanitize_log_name(session_name)
+    digest = hashlib.sha256(f"{user_id}\0{session_name}".encode("utf-8", "surrogatepass"))
+    for attempt in range(MAX_CANDIDATES):
+        stem = base if attempt == 0 else f"{base}_{digest.hexdigest()[:12]}"
+        stem += f"_{attempt}" if attempt > 1 else ""
+        yield safe_join(user_dir, f"{stem}.jsonl")
+
+
+def _owned_by(path: Path, record: dict[str, str]) -> bool:
+    existing = _read_owner(_owner_path(path))
+    return existing is not None and all(existing.get(k) == record[k] for k in _OWNER_KEYS)
 
 
 def log_path_for(user_id: str, session_name: str, logs_root: Path | None = None) -> Path:
@@ -71,18 +89,37 @@ def log_path_for(user_id: str, session_name: str, logs_root: Path | None = None)
     Creates the user directory (0700) and the owner record; not the log.
     """
     root = logs_root if logs_root is not None else SkilletPaths.resolve().logs_root
-    user_dir = safe_join(root, sanitize_log_name(user_id))
-    make_private_dir(user_dir)
-    base = sanitize_log_name(session_name)
-    digest = hashlib.sha256(f"{user_id}\0{session_name}".encode("utf-8", "surrogatepass"))
+    make_private_dir(safe_join(root, sanitize_log_name(user_id)))
     record = {"user_id": user_id, "session_name": session_name}
-    for attempt in range(100):
-        stem = base if attempt == 0 else f"{base}_{digest.hexdigest()[:12]}"
-        stem += f"_{attempt}" if attempt > 1 else ""
-        path = safe_join(user_dir, f"{stem}.jsonl")
+    for path in _candidates(user_id, session_name, root):
         if _claim(path, record):
             return path
-    raise RuntimeError(f"no free log file name for {user_id!r}/{session_name!r} in {user_dir}")
+    raise RuntimeError(f"no free log file name for {user_id!r}/{session_name!r} under {root}")
+
+
+def find_log_path(user_id: str, session_name: str, logs_root: Path | None = None) -> Path | None:
+    """The pair's existing log file, found without claiming anything (creates nothing).
+
+    The same search as :func:`log_path_for`: the first candidate whose owner
+    record names this pair, or that has none (a skilled_crew log). None when
+    that file does not exist.
+    """
+    root = logs_root if logs_root is not None else SkilletPaths.resolve().logs_root
+    record = {"user_id": user_id, "session_name": session_name}
+    for path in _candidates(user_id, session_name, root):
+        if not _owner_path(path).exists() or _owned_by(path, record):
+            return path if path.exists() else None
+    return None
+
+
+def log_owner(log_path: Path) -> dict[str, Any] | None:
+    """The owner record of a log (``user_id``, ``session_name``), or None if it has none."""
+    return _read_owner(_owner_path(log_path))
+
+
+def owner_record_path(log_path: Path) -> Path:
+    """Where a log's owner record is kept: ``.{stem}.owner.json`` beside it."""
+    return _owner_path(log_path)
 
 
 class ReplayLog:
