@@ -39,6 +39,7 @@ from storage.compaction import (
 )
 from storage.item_store import ItemStore
 from storage.summarizers import is_summary
+from timing import median, timed
 
 ITEMS_PER_TURN = 5
 READS = 21
@@ -60,21 +61,6 @@ def turn_items(turn: int) -> list[dict[str, Any]]:
          "content": [{"type": "output_text", "text": f"There are {turn} files in dir{turn}.",
                       "annotations": []}]},
     ]
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2] if ordered else 0.0
-
-
-async def timed(call: Any, repeat: int) -> tuple[float, Any]:
-    """Median seconds of ``repeat`` awaits of ``call()`` and the last result."""
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = await call()
-        times.append(time.perf_counter() - start)
-    return median(times), result
 
 
 async def measure(store: ItemStore, name: str, batches: list[list[Any]],

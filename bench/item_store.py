@@ -22,6 +22,7 @@ from typing import Any
 from agents.memory import SQLiteSession
 
 from storage.item_store import ItemStore
+from timing import median, timed
 
 ITEMS_PER_TURN = 5
 FULL_READS = 21
@@ -43,21 +44,6 @@ def turn_items(turn: int) -> list[dict[str, Any]]:
          "content": [{"type": "output_text", "text": f"There are 42 files ({turn}).",
                       "annotations": []}]},
     ]
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
-
-
-async def timed(call: Any, repeat: int) -> tuple[float, Any]:
-    """Median seconds of ``repeat`` awaits of ``call()`` and the last result."""
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = await call()
-        times.append(time.perf_counter() - start)
-    return median(times), result
 
 
 async def measure(session: Any, turns: int) -> dict[str, float]:
