@@ -6,7 +6,7 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from storage.events import Event, Sink
 from storage.compaction import DEFAULT_THRESHOLD, CompactingSession, CompactionInfo
 from storage.events import Compacted
 from storage.item_store import ItemStore
+from storage.redaction import Redactor, as_redactor
 from storage.summarizers import Summarizer
 from storage.links import agentuse_dir_for, find_agentuse_dir
 from storage.names import DEFAULT_USER_ID, default_session_name
@@ -69,7 +70,9 @@ class Recorder:
     to it, one turn to the JSONL log, and its items to the SQLite store (the
     model's memory: the next run sees the history). :attr:`session` compacts
     the stored history beyond ``compaction_threshold`` items (``None``: only
-    on demand) with ``summarizer`` (default: offline and deterministic). A new ``Recorder`` with
+    on demand) with ``summarizer`` (default: offline and deterministic).
+    ``redact=True`` removes common API keys and tokens from everything written
+    (see :mod:`storage.redaction`). A new ``Recorder`` with
     the same pair continues the conversation, in this process or another.
 
     Recording never changes or fails the run: the recorder's own errors are
@@ -90,6 +93,7 @@ class Recorder:
         session_settings: SessionSettings | None = None,
         compaction_threshold: int | None = DEFAULT_THRESHOLD,
         summarizer: Summarizer | None = None,
+        redact: bool | Redactor | Callable[[str], str] | None = None,
         strict: bool = False,
     ) -> None:
         install()
@@ -103,8 +107,10 @@ class Recorder:
         self._logs_root = logs_root if logs_root is not None else skillet.logs_root
         self.prices = PriceTable(prices)
         self.strict = strict
+        self.redactor = as_redactor(redact)
         self.session: CompactingSession = _RecorderSession(
-            self, self.store.session(user_id, self.session_name, session_settings),
+            self, self.store.session(user_id, self.session_name, session_settings,
+                                     self.redactor),
             threshold=compaction_threshold, summarizer=summarizer,
             on_compaction=self._compacted)
         self._active: RunScope | None = None  # the root scope of the run going on
@@ -211,6 +217,10 @@ class Recorder:
         if self.strict and self._failures and not run_failed:
             failures, self._failures = list(self._failures), []
             raise RecorderError(f"recording failed: {failures[0]!r}") from failures[0]
+
+    def prepare(self, event: Event) -> Event:
+        """The writer's stage before the sinks: redaction, when asked for."""
+        return self.redactor.value(event) if self.redactor is not None else event
 
     def report(self, error: BaseException, *, in_hook: bool = False) -> None:
         """Count a recording error; log the first; re-raise in a hook in strict mode."""

@@ -25,6 +25,10 @@ class Target(Protocol):
 
     sinks: list[Sink]
 
+    def prepare(self, event: Event) -> Event:
+        """The stage before the sinks, on the writer thread (e.g. redaction)."""
+        ...
+
     def report(self, error: BaseException) -> None: ...
 
 
@@ -62,9 +66,14 @@ class EventWriter:
                 item.done.set()
                 continue
             assert target is not None
+            try:
+                event = target.prepare(item)
+            except Exception as exc:  # written by no sink rather than written unprepared
+                target.report(exc)
+                continue
             for sink in target.sinks:
                 try:
-                    sink.handle(item)
+                    sink.handle(event)
                 except Exception as exc:  # a sink must never stop the others
                     target.report(exc)
 

@@ -36,6 +36,7 @@ from agents.memory.session_settings import resolve_session_limit
 from .files import prepare_private_file
 from .json_style import dumps_compact
 from .paths import SkilletPaths
+from .redaction import Redactor
 
 __all__ = ["ItemStore", "ItemStoreSession", "StoredSession", "item_json", "loads_item"]
 
@@ -183,9 +184,13 @@ class ItemStore:
         await self.close()
 
     def session(self, user_id: str, session_name: str,
-                session_settings: SessionSettings | None = None) -> ItemStoreSession:
-        """The SDK ``Session`` for ``(user_id, session_name)`` in this file."""
-        return ItemStoreSession(self, user_id, session_name, session_settings)
+                session_settings: SessionSettings | None = None,
+                redactor: Redactor | None = None) -> ItemStoreSession:
+        """The SDK ``Session`` for ``(user_id, session_name)`` in this file.
+
+        With a ``redactor``, secrets are removed from items before they are stored.
+        """
+        return ItemStoreSession(self, user_id, session_name, session_settings, redactor)
 
     async def list_sessions(self, user_id: str | None = None) -> list[StoredSession]:
         """Every pair with its item count and first/last ``created_at``, newest first."""
@@ -201,8 +206,10 @@ class ItemStoreSession(SessionABC):
     """The Agents SDK ``Session`` over one pair's rows of an :class:`ItemStore`."""
 
     def __init__(self, store: ItemStore, user_id: str, session_name: str,
-                 session_settings: SessionSettings | None = None) -> None:
+                 session_settings: SessionSettings | None = None,
+                 redactor: Redactor | None = None) -> None:
         self.store = store
+        self.redactor = redactor
         self.user_id = user_id
         self.session_name = session_name
         self.session_id = f"{user_id}:{session_name}"
@@ -254,6 +261,8 @@ class ItemStoreSession(SessionABC):
         if not items:
             return
         created = time.time_ns() // 1_000_000
+        if self.redactor is not None:
+            items = self.redactor.value(items)
         encoded = [item_json(item) for item in items]
         # A batch of over 32 000 items is split into several statements (not atomic).
         for start in range(0, len(encoded), MAX_ROWS_PER_STATEMENT):

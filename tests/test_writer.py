@@ -29,6 +29,9 @@ class Collect:
     def close(self) -> None:
         pass
 
+    def prepare(self, event: Event) -> Event:
+        return event
+
     def report(self, error: BaseException) -> None:
         self.errors.append(error)
 
@@ -75,6 +78,8 @@ def test_queued_events_are_written_at_interpreter_exit(tmp_path: Path) -> None:
                     f.write(f"{{event.at}}\\n")
             def close(self):
                 pass
+            def prepare(self, event):
+                return event
             def report(self, error):
                 raise error
 

@@ -1,0 +1,312 @@
+"""Run every benchmark in bench/ and print one summary table, then each one's output.
+
+Each benchmark runs as a subprocess with this Python, one after another (they
+time things, so never two at once), all files in one temporary directory
+(``--dir`` of each benchmark; SKILLET_HOME and the XDG directories point into
+it too). Its printed table is parsed for the headline figures: ours, the
+baseline measured beside it in the same run, their ratio, and the target
+docs/performance.md sets (``-`` where it sets none). The full output of each
+benchmark follows the summary.
+
+``--quick`` runs smaller sizes: recording overhead ``--calls 200 --rounds 1``,
+log stream ``--size-mb 20``, sessions listing ``--sessions 1000``; item store
+and compaction keep their defaults (they take seconds).
+
+Exits 1 if a benchmark fails (non-zero exit, or a timeout) or its table cannot
+be parsed.
+
+    python bench/run_all.py [--quick] [--only NAME ...] [--dir DIR] [--timeout S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+
+
+@dataclass
+class Result:
+    """One benchmark's run: its output and the summary rows parsed from it."""
+
+    name: str
+    argv: list[str]
+    seconds: float = 0.0
+    returncode: int | None = None
+    output: str = ""
+    rows: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    error: str | None = None  # why it failed, or why its table did not parse
+
+
+# -- parsing ----------------------------------------------------------------------------
+
+
+def table(output: str, first_header_cell: str) -> list[list[str]]:
+    """The rows of a table printed as left-justified cells joined by two spaces.
+
+    Column starts are those of the header's cells (each cell of the header is
+    padded to its column's width, like every other cell). Rows run to the first
+    blank line or a line starting with ``(``. Returns [] when there is no such
+    header.
+    """
+    lines = output.splitlines()
+    for at, line in enumerate(lines):
+        if line.startswith(first_header_cell + "  "):
+            starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", line)]
+            rows = []
+            for row in lines[at + 1:]:
+                if not row.strip() or row.startswith("("):
+                    break
+                bounds = [*starts[1:], None]
+                rows.append([row[s:e].strip() for s, e in zip(starts, bounds)])
+            return rows
+    return []
+
+
+def cell(rows: list[list[str]], starts_with: str, column: int) -> str:
+    """The cell in ``column`` of the first row whose first cell starts with ``starts_with``."""
+    for row in rows:
+        if row[0].startswith(starts_with):
+            return row[column]
+    raise ValueError(f"no row {starts_with!r}")
+
+
+def number(text: str) -> float:
+    """The first number in ``text`` (commas allowed)."""
+    match = re.search(r"[-+]?\d[\d,]*(?:\.\d+)?", text)
+    if match is None:
+        raise ValueError(f"no number in {text!r}")
+    return float(match[0].replace(",", ""))
+
+
+def ratio_text(ratio: float, better: str, worse: str) -> str:
+    """``3.2x faster`` for a ratio above 1, ``1.05x slower`` style below."""
+    if ratio >= 1:
+        return f"{ratio:.2f}x {better}" if ratio < 10 else f"{ratio:.0f}x {better}"
+    inverse = 1 / ratio
+    return f"{inverse:.2f}x {worse}" if inverse < 10 else f"{inverse:.0f}x {worse}"
+
+
+def parse_item_store(output: str) -> list[tuple[str, str, str, str, str]]:
+    rows = table(output, "item store")  # what, SDK, sessiontape, speed-up
+    out = []
+    for prefix, target in (("add_items", ">= 3x faster"), ("get_items() of", ">= 2x faster"),
+                           ("get_items(limit=40)", "-")):
+        row = next(r for r in rows if r[0].startswith(prefix))
+        out.append((row[0], row[2], row[1], f"{number(row[3]):.1f}x faster", target))
+    return out
+
+
+def parse_recording(output: str) -> list[tuple[str, str, str, str, str]]:
+    rows = table(output, "recording overhead")
+    wall = next(r for r in rows if r[0].startswith("wall time, 1 turn"))
+    per_round = cell(rows, "per-round ratios", 3)
+    cpu = next(r for r in rows if r[0].startswith("CPU, whole process"))
+    flush = next(r for r in rows if r[0].startswith("flush at end"))
+    return [
+        (wall[0] + " (wall)", wall[2], wall[1], f"{number(wall[3]):.3f}x time", "<= 1.10x"),
+        ("  per-round ratios, median", "", "", f"{number(per_round):.3f}x time", "<= 1.10x"),
+        ("CPU, whole process", cpu[2], cpu[1], f"{number(cpu[3]):.3f}x time", "-"),
+        ("flush at end of run (in wall time)", flush[2], "-", "-", "-"),
+    ]
+
+
+def parse_compaction(output: str) -> list[tuple[str, str, str, str, str]]:
+    rows = table(output, "items")
+    by_size: dict[int, dict[str, list[str]]] = {}
+    for row in rows:
+        if row[0]:
+            size = int(number(row[0]))
+        by_size.setdefault(size, {})[row[1]] = row
+    sizes = sorted(by_size)
+    big = by_size[sizes[-1]]
+    small = by_size[sizes[0]]
+    c, u = big["compacted"], big["uncompacted"]
+    n = f"{sizes[-1]:,} items"
+    out = [
+        (f"get_items(), {n}", c[2], u[2] + " uncompacted",
+         ratio_text(number(u[2]) / number(c[2]), "faster", "slower"), "-"),
+        (f"model input ~tokens, {n}", c[4], u[4] + " uncompacted",
+         ratio_text(number(u[4]) / number(c[4]), "fewer", "more"), "-"),
+        (f"add per turn (with compaction check), {n}", c[5], u[5] + " uncompacted",
+         ratio_text(number(u[5]) / number(c[5]), "faster", "slower"), "-"),
+    ]
+    if len(sizes) > 1:
+        first = small["compacted"]
+        out.append((f"compacted get_items(), {sizes[-1]:,} vs {sizes[0]:,} items", c[2],
+                    first[2] + f" at {sizes[0]:,}",
+                    f"{number(c[2]) / number(first[2]):.2f}x time", "flat (~1x)"))
+    return out
+
+
+def parse_log_stream(output: str) -> list[tuple[str, str, str, str, str]]:
+    lines = output.splitlines()
+
+    def follower(name: str) -> list[str]:
+        for line in lines:
+            if line[:32].strip() == name and line[32:].split():
+                return line[32:].split()  # got, p50, p99, max, CPU
+        raise ValueError(f"no follower row {name!r}")
+
+    def catchup(name: str) -> list[str]:
+        for line in lines:
+            if line[:38].strip() == name and line[38:].split():
+                return line[38:].split()  # wall, MB/s, MB/s without start-up
+        raise ValueError(f"no catch-up row {name!r}")
+
+    ours, poll, tail = (follower("sessiontape log stream"),
+                        follower("sessiontape log stream --poll"), follower("tail -F"))
+    gap = re.search(r"p99 gap, sessiontape - tail -F: ([-+]?[\d.]+) ms", output)
+    if gap is None:
+        raise ValueError("no p99 gap line")
+    size = re.search(r"Catch-up: (\d+) MB", output)
+    cat, text, json_ = (catchup("cat"), catchup("sessiontape log stream --no-follow"),
+                        catchup("sessiontape ... --no-follow --json"))
+    mb = f" ({size[1]} MB)" if size else ""
+    return [
+        ("follow latency p99 (watchfiles)", f"{ours[2]} ms", f"{tail[2]} ms tail -F",
+         f"{float(gap[1]):+.2f} ms", "within 10 ms"),
+        ("follow latency p99 (--poll)", f"{poll[2]} ms", f"{tail[2]} ms tail -F",
+         f"{float(poll[2]) - float(tail[2]):+.2f} ms", "-"),
+        ("follow latency p50 (watchfiles)", f"{ours[1]} ms", f"{tail[1]} ms tail -F",
+         f"{float(ours[1]) - float(tail[1]):+.2f} ms", "-"),
+        (f"catch-up --no-follow{mb}", f"{text[1]} MB/s", f"{cat[1]} MB/s cat",
+         ratio_text(float(text[1]) / float(cat[1]), "faster", "slower"), "-"),
+        (f"catch-up --no-follow --json{mb}", f"{json_[1]} MB/s", f"{cat[1]} MB/s cat",
+         ratio_text(float(json_[1]) / float(cat[1]), "faster", "slower"), "-"),
+    ]
+
+
+def parse_sessions(output: str) -> list[tuple[str, str, str, str, str]]:
+    rows = table(output, "sessions")
+    out = []
+    for prefix, label in (("sessiontape sessions list --json", None),
+                          ("sessiontape start-up", "  start-up (list --json, empty home)"),
+                          ("list_sessions() in-process", None),
+                          ("sessiontape sessions show NAME", None),
+                          ("show_session(info)", None)):
+        row = next(r for r in rows if r[0].startswith(prefix))
+        ratio = f"{number(row[3]):g}x slower" if row[3] else "-"
+        out.append((label or row[0], row[1], row[2] or "-", ratio, "-"))
+    return out
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    script: str
+    args: list[str]
+    quick_args: list[str]
+    parse: Callable[[str], list[tuple[str, str, str, str, str]]]
+
+
+BENCHMARKS = [
+    Benchmark("item store", "item_store.py", [], [], parse_item_store),
+    Benchmark("recording overhead", "recording_overhead.py", [],
+              ["--calls", "200", "--rounds", "1"], parse_recording),
+    Benchmark("compaction", "compaction.py", [], [], parse_compaction),
+    Benchmark("log stream", "log_stream.py", [], ["--size-mb", "20"], parse_log_stream),
+    Benchmark("sessions listing", "sessions_listing.py", [], ["--sessions", "1000"],
+              parse_sessions),
+]
+
+
+# -- running ----------------------------------------------------------------------------
+
+
+def run(bench: Benchmark, quick: bool, work: Path, timeout: float) -> Result:
+    directory = work / bench.script.removesuffix(".py")
+    directory.mkdir()
+    argv = [sys.executable, str(BENCH / bench.script),
+            *(bench.quick_args if quick else bench.args), "--dir", str(directory)]
+    home = work / "home"
+    env = {**os.environ, "SKILLET_HOME": str(home / "skillet"),
+           "XDG_DATA_HOME": str(home / "xdg-data"), "XDG_STATE_HOME": str(home / "xdg-state"),
+           "XDG_CACHE_HOME": str(home / "xdg-cache"), "XDG_CONFIG_HOME": str(home / "xdg-config"),
+           "PYTHONUNBUFFERED": "1"}
+    result = Result(bench.name, argv)
+    print(f"run_all: {bench.name}: {' '.join(argv[1:])}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        result.returncode = done.returncode
+        result.output = done.stdout.decode(errors="replace")
+        if done.returncode != 0:
+            result.error = f"exited {done.returncode}"
+    except subprocess.TimeoutExpired as exc:
+        result.output = (exc.stdout or b"").decode(errors="replace")
+        result.error = f"timed out after {timeout:.0f} s"
+    result.seconds = time.perf_counter() - start
+    if result.error is None:
+        try:
+            result.rows = bench.parse(result.output)
+        except (ValueError, StopIteration, KeyError, IndexError, ZeroDivisionError) as exc:
+            result.error = f"could not parse its table: {exc!r}"
+    print(f"run_all: {bench.name}: {result.error or 'ok'} in {result.seconds:.0f} s",
+          file=sys.stderr, flush=True)
+    return result
+
+
+def print_summary(results: list[Result]) -> None:
+    header = ("benchmark", "measure", "ours", "baseline", "ratio", "target")
+    rows: list[tuple[str, ...]] = [header]
+    for result in results:
+        if result.error is not None:
+            rows.append((result.name, f"FAILED: {result.error}", "", "", "", ""))
+            continue
+        for number_, row in enumerate(result.rows):
+            rows.append((result.name if number_ == 0 else "", *row))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
+    parser.add_argument("--only", nargs="+", metavar="NAME",
+                        choices=[b.script.removesuffix(".py") for b in BENCHMARKS],
+                        help="run only these (script names without .py)")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="work here (default: a temp dir in the system's temp dir)")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="seconds a benchmark may take (default 3600)")
+    args = parser.parse_args()
+    chosen = [b for b in BENCHMARKS
+              if args.only is None or b.script.removesuffix(".py") in args.only]
+    start = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="bench-run-all-", dir=args.dir))
+    try:
+        results = [run(bench, args.quick, work, args.timeout) for bench in chosen]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    total = time.perf_counter() - start
+    print(f"Benchmarks{' (--quick)' if args.quick else ''}: {len(results)} run in {total:.0f} s; "
+          "ours and the baseline measured side by side in the same run")
+    print_summary(results)
+    for result in results:
+        status = result.error or "ok"
+        command = " ".join([Path(result.argv[1]).name, *result.argv[2:]])
+        print(f"\n=== {result.name}: {command} ({result.seconds:.0f} s, {status}) ===")
+        print(result.output.rstrip())
+    failed = [r.name for r in results if r.error is not None]
+    if failed:
+        print(f"\nrun_all: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
