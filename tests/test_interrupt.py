@@ -52,3 +52,34 @@ def test_ctrl_c_marks_the_session_failed_and_closes_the_turn() -> None:
     assert tool["state"]["status"] == "error"
     turns = SessionLogReader(log_path).turns()
     assert turns[-1].complete and turns[-1].text.startswith("[run failed]")
+
+
+CRASH = textwrap.dedent("""
+    import asyncio, sys
+    sys.path.insert(0, "tests")
+    from agents import Agent
+    from agents.testing import ModelStep
+    from scripted import model
+    from recorder import Recorder
+
+    async def main():
+        rec = Recorder(session_name="crashed")
+        agent = Agent(name="A", model=model(ModelStep(error=RuntimeError("provider down"))))
+        print(rec.log_path, flush=True)
+        await rec.run(agent, "hello")   # raises; nothing catches it
+
+    asyncio.run(main())
+""")
+
+
+def test_an_unhandled_exception_leaves_everything_written_and_marked() -> None:
+    done = subprocess.run([sys.executable, "-c", CRASH], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env=os.environ.copy())
+    assert done.returncode == 1 and "provider down" in done.stderr
+    log_path = Path(done.stdout.split()[0])
+    turns = SessionLogReader(log_path).turns()
+    assert turns[-1].complete and "provider down" in turns[-1].text
+    session_dir = next(Path(os.environ["XDG_DATA_HOME"]).rglob("*-a/session.json")).parent
+    session = load_session(session_dir)
+    assert session.info["status"] == "error"
+    assert session.info["error"]["message"] == "provider down"
