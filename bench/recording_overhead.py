@@ -47,6 +47,8 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 
 from recorder import Price, Recorder
 from recorder.writer import WRITER
+from storage.compaction import archived_items
+from storage.summarizers import is_summary
 
 TARGET_RATIO = 1.10
 WARM_UP_CALLS = 20
@@ -159,11 +161,11 @@ async def recorded(directory: Path, calls: int) -> dict[str, float]:
     flush: dict[str, float] = {}
     flush_after_run = rec.flush_after_run
 
-    async def timed_flush() -> None:  # the end of rec.run: waits for the writer thread
+    async def timed_flush(*args: Any, **kwargs: Any) -> None:  # the end of rec.run
         flush["backlog"] = WRITER._queue.qsize()
         start = time.perf_counter()
         try:
-            await flush_after_run()
+            await flush_after_run(*args, **kwargs)
         finally:
             flush["flush"] = time.perf_counter() - start
 
@@ -176,7 +178,10 @@ async def recorded(directory: Path, calls: int) -> dict[str, float]:
         figures.update(flush)
         check_result(result, calls)
         assert rec.errors == 0, f"{rec.errors} recording errors"
-        assert len(await rec.session.get_items()) == 2 * calls + 2
+        # Compaction is on, as by default: live + archived items are every item.
+        live = [i for i in await rec.session.get_items() if not is_summary(i)]
+        archived = await archived_items(rec.store.path, USER_ID, "recorded")
+        assert len(live) + len(archived) == 2 * calls + 2, (len(live), len(archived))
     finally:
         await rec.store.close()
     # The recording happened: a tool part per call, and the log's tool steps.

@@ -351,6 +351,7 @@ def measure(home: Path, sessions: int, repeat: int) -> list[tuple[str, str, str,
         "a generated session did not list whole"
     assert sum(s["items"] for s in listed) == sum(ITEMS_PER_TURN * s["turns"] for s in listed)
 
+    import storage.item_store  # noqa: F401  (list_sessions imports the Agents SDK: not timed)
     from recorder.sessions import find_session, list_sessions, show_session
 
     startup = run_timed([exe, "sessions", "list", "--json"],
@@ -385,7 +386,10 @@ def measure(home: Path, sessions: int, repeat: int) -> list[tuple[str, str, str,
                            shell=True)
 
     n = f"{sessions:,}"
-    per = lambda s: f"{s / sessions * 1e6:.0f} us/session"  # noqa: E731
+
+    def per(seconds: float) -> str:
+        return f"{seconds / sessions * 1e6:.0f} us/session"
+
     return [
         (f"sessiontape sessions list --json ({n} sessions)", f"{cli_list_json:.2f} s",
          f"floor {floor:.2f} s", f"{cli_list_json / floor:.1f}x"),
