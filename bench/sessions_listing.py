@@ -61,6 +61,8 @@ from storage import log_entries as e
 from storage.json_style import dumps_compact, dumps_pretty
 from storage.names import sanitize_agent_name, sanitize_log_name
 from timing import median
+from storage.item_store import SCHEMA as ITEM_SCHEMA
+from storage.links import SCHEMA as LINKS_SCHEMA
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 USERS = 40
@@ -70,21 +72,6 @@ MODEL = "openai:gpt-4.1-nano"
 AGENT = "Trip Planner"
 DAY_MS = 86_400_000
 NOW_MS = 1_795_000_000_000  # 2026-11-18; sessions spread over the 90 days before
-ITEM_SCHEMA = """
-CREATE TABLE IF NOT EXISTS session_items (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  user_id TEXT NOT NULL,
-  session_name TEXT NOT NULL,
-  created_at INTEGER NOT NULL,
-  item_json TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS idx_session ON session_items (user_id, session_name, created_at);
-CREATE TABLE IF NOT EXISTS sessiontape_links (
-  user_id TEXT NOT NULL,
-  session_name TEXT NOT NULL,
-  agentuse_dir TEXT NOT NULL,
-  PRIMARY KEY (user_id, session_name));
-"""
 
 
 # -- where things go ------------------------------------------------------------------
@@ -252,7 +239,7 @@ def generate(home: Path, sessions: int) -> dict[str, Any]:
     conn = sqlite3.connect(paths["store"], isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    conn.executescript(ITEM_SCHEMA)
+    conn.executescript(ITEM_SCHEMA + ";\n" + LINKS_SCHEMA + ";")
     project = str(home / "project")
     chunk = 250
     jobs = [(range(i, min(i + chunk, sessions)), paths, project)

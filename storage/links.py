@@ -16,9 +16,9 @@ from .ids import new_ulid
 from .names import safe_join, sanitize_agent_name
 from .tables import LINKS_TABLE
 
-__all__ = ["LINKS_TABLE", "agentuse_dir_for", "find_agentuse_dir", "read_links"]
+__all__ = ["LINKS_TABLE", "SCHEMA", "agentuse_dir_for", "find_agentuse_dir", "read_links"]
 
-_SCHEMA = f"""CREATE TABLE IF NOT EXISTS {LINKS_TABLE} (
+SCHEMA = f"""CREATE TABLE IF NOT EXISTS {LINKS_TABLE} (
   user_id TEXT NOT NULL,
   session_name TEXT NOT NULL,
   agentuse_dir TEXT NOT NULL,
@@ -29,7 +29,7 @@ _SELECT = f"SELECT agentuse_dir FROM {LINKS_TABLE} WHERE user_id = ? AND session
 def _connect(store_file: Path) -> sqlite3.Connection:
     prepare_private_file(store_file)
     conn = sqlite3.connect(store_file, timeout=30.0, isolation_level=None)
-    conn.execute(_SCHEMA)
+    conn.execute(SCHEMA)
     return conn
 
 
