@@ -50,7 +50,8 @@ from storage.links import read_links
 from storage.log_reader import SessionLogReader, Turn
 from storage.replay_log import find_log_path, log_owner, owner_record_path
 from storage.paths import SkilletPaths, agentuse_sessions_root
-from storage.tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE
+from storage.tables import (ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE,
+                            StoredSession, list_sessions_sql)
 
 __all__ = [
     "AmbiguousSessionError",
@@ -253,16 +254,6 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-async def _stored(store_file: Path, user_id: str | None) -> list[Any]:
-    from storage.item_store import ItemStore  # the SDK is loaded only when needed
-
-    store = ItemStore(store_file, readonly=True)
-    try:
-        return await store.list_sessions(user_id)
-    finally:
-        await store.close()
-
-
 def _count_by_pair(conn: sqlite3.Connection, table: str) -> dict[tuple[str, str], int]:
     rows = conn.execute(f"SELECT user_id, session_name, COUNT(*) FROM {table} "
                         "GROUP BY user_id, session_name").fetchall()
@@ -278,8 +269,11 @@ def _read_store(store_file: Path, user_id: str | None) -> tuple[list[Any], dict,
         archived = _count_by_pair(conn, ARCHIVE_TABLE) if ARCHIVE_TABLE in tables else {}
         compactions = (_count_by_pair(conn, COMPACTIONS_TABLE)
                        if COMPACTIONS_TABLE in tables else {})
-        has_items = "session_items" in tables
-    stored = asyncio.run(_stored(store_file, user_id)) if has_items else []
+        stored = []
+        if "session_items" in tables:  # plain sqlite3: listing needs no Agents SDK
+            params = (user_id,) if user_id is not None else ()
+            stored = [StoredSession(*row) for row in
+                      conn.execute(list_sessions_sql(user_id is not None), params)]
     return stored, archived, compactions
 
 
@@ -319,11 +313,11 @@ def _fill_from_log(info: SessionInfo) -> list[Turn]:
     return turns
 
 
-def _fill_from_agentuse(info: SessionInfo) -> LoadedSession | None:
+def _fill_from_agentuse(info: SessionInfo, *, parts: bool = True) -> LoadedSession | None:
     if info.agentuse_dir is None or not info.agentuse_dir.is_dir():
         return None
     try:
-        session = load_session(info.agentuse_dir)
+        session = load_session(info.agentuse_dir, parts=parts)
     except CorruptFileError as exc:
         info.problems.append(str(exc))
         return None
@@ -367,8 +361,13 @@ def list_sessions(user_id: str | None = None, *, locations: Locations | None = N
             info.sources.append("log")
             _fill_from_log(info)
         if with_usage:
-            _fill_from_agentuse(info)
+            _fill_from_agentuse(info, parts=False)  # totals are in message.json
     return sorted(found.values(), key=lambda i: (-(i.last_ms or 0), i.user_id, i.session_name))
+
+
+def _with_usage(info: SessionInfo) -> SessionInfo:
+    _fill_from_agentuse(info, parts=False)
+    return info
 
 
 def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
@@ -378,10 +377,11 @@ def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
     Raises :class:`UnknownSessionError` or :class:`AmbiguousSessionError`
     (the same name for several users, or a prefix of several ids).
     """
-    sessions = list_sessions(user_id, locations=locations)
+    # Usage is read for the one session found, not for every session on disk.
+    sessions = list_sessions(user_id, locations=locations, with_usage=False)
     named = [s for s in sessions if s.session_name == query]
     if len(named) == 1:
-        return named[0]
+        return _with_usage(named[0])
     if len(named) > 1:
         raise AmbiguousSessionError(
             f"{len(named)} users have a session named {query!r}; choose one with --user",
@@ -392,7 +392,7 @@ def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
                    and (s.agentuse_id.startswith(prefix)
                         or s.agentuse_dir.name.startswith(query))]
         if len(matched) == 1:
-            return matched[0]
+            return _with_usage(matched[0])
         if len(matched) > 1:
             raise AmbiguousSessionError(
                 f"{len(matched)} sessions have an AgentUse id starting with {query!r}",

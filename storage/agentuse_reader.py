@@ -183,18 +183,26 @@ def _order_parts(parts: list[dict[str, Any]], ours: bool) -> list[dict[str, Any]
     return sorted(parts, key=lambda p: (_part_start(p), str(p.get("id", ""))))
 
 
-def _load_message(directory: Path, ours: bool) -> LoadedMessage | None:
+def _load_message(directory: Path, ours: bool, parts: bool) -> LoadedMessage | None:
+    if not (directory / "message.json").exists():
+        part_dir = directory / "part"
+        if not (part_dir.is_dir() and any(part_dir.glob("[!.]*.json"))):
+            return None  # an exchange directory made just before a crash: nothing to lose
+    info = read_json_object(directory / "message.json")
+    if not parts:
+        return LoadedMessage(directory, info, [])
     part_dir = directory / "part"
     part_files = sorted(part_dir.glob("[!.]*.json")) if part_dir.is_dir() else []
-    if not (directory / "message.json").exists() and not part_files:
-        return None  # an exchange directory made just before a crash: nothing to lose
-    info = read_json_object(directory / "message.json")
-    parts = _order_parts([read_json_object(p) for p in part_files], ours)
-    return LoadedMessage(directory, info, parts)
+    return LoadedMessage(directory, info, _order_parts([read_json_object(p) for p in part_files],
+                                                       ours))
 
 
-def load_session(directory: Path) -> LoadedSession:
-    """Load a session directory; raise :class:`CorruptFileError` for any bad file."""
+def load_session(directory: Path, *, parts: bool = True) -> LoadedSession:
+    """Load a session directory; raise :class:`CorruptFileError` for any bad file.
+
+    ``parts=False`` skips the part files (each message's ``parts`` is then
+    empty): enough for totals, which ``message.json`` holds, and much faster.
+    """
     directory = Path(directory)
     info = read_json_object(directory / SESSION_FILE)
     ours = str(info.get("version", "")).startswith(OUR_VERSION_PREFIX)
@@ -203,7 +211,7 @@ def load_session(directory: Path) -> LoadedSession:
     messages = []
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         if is_ulid(entry.name) and entry.is_dir(follow_symlinks=False):
-            message = _load_message(Path(entry.path), ours)
+            message = _load_message(Path(entry.path), ours, parts)
             if message is not None:
                 messages.append(message)
     messages.sort(key=lambda m: (m.info.get("time", {}).get("created", 0), m.info.get("id", "")))
@@ -212,5 +220,5 @@ def load_session(directory: Path) -> LoadedSession:
     if sub_root.is_dir():
         for entry in sorted(os.scandir(sub_root), key=lambda e: e.name):
             if split_session_dir_name(entry.name) and entry.is_dir(follow_symlinks=False):
-                subagents.append(load_session(Path(entry.path)))
+                subagents.append(load_session(Path(entry.path), parts=parts))
     return LoadedSession(directory, info, tools, messages, subagents)

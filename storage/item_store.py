@@ -22,7 +22,6 @@ import logging
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from .files import prepare_private_file
 from .json_style import dumps_compact
 from .paths import SkilletPaths
 from .redaction import Redactor
+from .tables import StoredSession, list_sessions_sql
 
 __all__ = ["ItemStore", "ItemStoreSession", "StoredSession", "item_json", "loads_item"]
 
@@ -87,17 +87,6 @@ def loads_item(text: str | bytes) -> Any:
         # orjson refuses a lone surrogate escape ("\\ud800"), which JSON.stringify and
         # item_json write for a string holding one; the stdlib parser reads it.
         return json.loads(text, parse_constant=_refuse_constant)
-
-
-@dataclass(frozen=True)
-class StoredSession:
-    """One ``(user_id, session_name)`` pair found in the store."""
-
-    user_id: str
-    session_name: str
-    items: int
-    first_ms: int
-    last_ms: int
 
 
 class ItemStore:
@@ -194,11 +183,8 @@ class ItemStore:
 
     async def list_sessions(self, user_id: str | None = None) -> list[StoredSession]:
         """Every pair with its item count and first/last ``created_at``, newest first."""
-        where, params = ("WHERE user_id = ?", (user_id,)) if user_id is not None else ("", ())
-        rows = await self.execute(
-            "SELECT user_id, session_name, COUNT(*), MIN(created_at), MAX(created_at) "
-            f"FROM session_items {where} GROUP BY user_id, session_name "
-            "ORDER BY MAX(created_at) DESC, user_id, session_name", params)
+        params = (user_id,) if user_id is not None else ()
+        rows = await self.execute(list_sessions_sql(user_id is not None), params)
         return [StoredSession(*row) for row in rows]
 
 

@@ -1,9 +1,33 @@
 """Names of the tables sessiontape keeps beside ``session_items`` in the store file.
 
 Kept apart from the modules that use them so that readers (the CLI) can name
-them without importing the Agents SDK.
+and query them without importing the Agents SDK.
 """
+
+from __future__ import annotations
+
+from dataclasses import dataclass
 
 ARCHIVE_TABLE = "session_items_archive"
 COMPACTIONS_TABLE = "sessiontape_compactions"
 LINKS_TABLE = "sessiontape_links"
+
+
+def list_sessions_sql(by_user: bool) -> str:
+    """Every ``(user_id, session_name)`` of ``session_items`` with its item count and
+    first/last ``created_at``, newest first (one ``?`` for the user when ``by_user``)."""
+    where = "WHERE user_id = ? " if by_user else ""
+    return ("SELECT user_id, session_name, COUNT(*), MIN(created_at), MAX(created_at) "
+            f"FROM session_items {where}GROUP BY user_id, session_name "
+            "ORDER BY MAX(created_at) DESC, user_id, session_name")
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """One ``(user_id, session_name)`` pair found in the store."""
+
+    user_id: str
+    session_name: str
+    items: int
+    first_ms: int
+    last_ms: int
