@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession
+from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, DocumentWrites
 from .events import (
     AgentInfo,
     Compacted,
@@ -80,7 +80,9 @@ class AgentUseSink:
     """Writes one conversation into ``session_dir`` (created on the first run, reopened after).
 
     ``session_dir`` is ``<sessions root>/{ULID}-{agent}``, decided by the
-    recorder so that it can be found again for the next run.
+    recorder so that it can be found again for the next run. Files are
+    written at :meth:`flush` (the writer calls it after each batch of events),
+    each once with its latest content.
     """
 
     def __init__(self, session_dir: Path, project_root: str, cwd: str) -> None:
@@ -88,6 +90,7 @@ class AgentUseSink:
         self.project_root = project_root
         self.cwd = cwd
         self._scopes: dict[str, _Scope] = {}
+        self._writes = DocumentWrites(deferred=True)
         self._handlers = {
             RunStarted: self._run_started, SubagentStarted: self._subagent_started,
             ModelCallStarted: self._model_call_started, TextDelta: self._text_delta,
@@ -102,8 +105,8 @@ class AgentUseSink:
         if handler is not None:
             handler(event)  # type: ignore[operator]
 
-    def close(self) -> None:
-        self._scopes.clear()
+    def flush(self) -> None:
+        self._writes.flush()
 
     def _session_kwargs(self, agent: AgentInfo) -> dict[str, Any]:
         return {"model": agent.model, "project_root": self.project_root, "cwd": self.cwd,
@@ -116,15 +119,16 @@ class AgentUseSink:
         self._scopes[scope] = _Scope(session, session.add_message(task, system=system, created=at))
 
     def _run_started(self, event: RunStarted) -> None:
+        self._writes.flush()  # an earlier run's session.json, if still pending
         if (self.session_dir / "session.json").exists():
-            session = AgentUseSession.open(self.session_dir)
+            session = AgentUseSession.open(self.session_dir, self._writes)
             session.info["model"] = event.agent.model
             session.set_status("running", at=event.at)
         else:
             session_id = self.session_dir.name.partition("-")[0]
             session = AgentUseSession.create(
                 self.session_dir.parent, event.agent.name, session_id=session_id,
-                created=event.at, **self._session_kwargs(event.agent))
+                created=event.at, writes=self._writes, **self._session_kwargs(event.agent))
         self._start(event.scope, session, event.agent, event.user_text, event.at)
 
     def _subagent_started(self, event: SubagentStarted) -> None:

@@ -3,7 +3,8 @@
 Every file is rewritten whole and atomically (temp file + rename) with
 AgentUse's byte-level JSON rules (:func:`storage.json_style.dumps_pretty`).
 The objects here keep the current document of each file in memory, so an
-update changes a few fields and rewrites the file. They are not thread-safe:
+update changes a few fields and rewrites the file, at once or, batched by
+:class:`DocumentWrites`, once per burst of updates. They are not thread-safe:
 one writer (the recorder's writer thread) owns them.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .events import Tokens
 from .files import atomic_write, make_private_dir
@@ -25,6 +26,7 @@ __all__ = [
     "AgentUseMessage",
     "AgentUsePart",
     "AgentUseSession",
+    "DocumentWrites",
     "Tokens",
     "drop_none",
     "now_ms",
@@ -44,8 +46,38 @@ def drop_none(**fields: Any) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
-def _save(path: Path, document: dict[str, Any]) -> None:
-    atomic_write(path, dumps_pretty(document))
+class DocumentWrites:
+    """Where a session tree's documents go: to disk at once, or batched.
+
+    Batched (``deferred=True``, what the recorder's writer thread uses), each
+    file is written once per :meth:`flush` with its latest content, in the
+    order the files were first touched (a session before its messages, a
+    message before its parts), so several updates of one file in a burst of
+    events cost one atomic rewrite.
+    """
+
+    def __init__(self, deferred: bool = False) -> None:
+        self.deferred = deferred
+        self._pending: dict[Path, Callable[[], dict[str, Any]]] = {}
+
+    def put(self, path: Path, document: Callable[[], dict[str, Any]]) -> None:
+        """Write ``document()`` to ``path`` now, or at the next :meth:`flush`."""
+        if self.deferred:
+            self._pending[path] = document  # an existing key keeps its place in the order
+        else:
+            atomic_write(path, dumps_pretty(document()))
+
+    def flush(self) -> None:
+        """Write every pending file; a failure skips that file only, then is raised."""
+        pending, self._pending = self._pending, {}
+        failure: Exception | None = None
+        for path, document in pending.items():
+            try:
+                atomic_write(path, dumps_pretty(document()))
+            except Exception as exc:  # the other files are still worth writing
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 class AgentUsePart:
@@ -71,7 +103,7 @@ class AgentUsePart:
 
     def save(self) -> None:
         """Rewrite the part file from :attr:`fields`."""
-        _save(self.path, self.document)
+        self.message.session.writes.put(self.path, lambda: self.document)
 
 
 class AgentUseMessage:
@@ -118,7 +150,7 @@ class AgentUseMessage:
 
     def save(self) -> None:
         """Rewrite ``message.json`` from :attr:`info`."""
-        _save(self.directory / "message.json", self.info)
+        self.session.writes.put(self.directory / "message.json", lambda: self.info)
 
 
 class AgentUseSession:
@@ -128,9 +160,11 @@ class AgentUseSession:
     nested one), or continue an existing one with :meth:`open`.
     """
 
-    def __init__(self, directory: Path, info: dict[str, Any]) -> None:
+    def __init__(self, directory: Path, info: dict[str, Any],
+                 writes: DocumentWrites | None = None) -> None:
         self.directory = directory
         self.info = info
+        self.writes = writes if writes is not None else DocumentWrites()
 
     @property
     def id(self) -> str:
@@ -152,13 +186,15 @@ class AgentUseSession:
         config: dict[str, Any] | None = None,
         created: int | None = None,
         session_id: str | None = None,
+        writes: DocumentWrites | None = None,
     ) -> AgentUseSession:
         """Create ``root/{ULID}-{sanitized agent name}/session.json`` with status ``running``.
 
         ``root`` is a project's ``session/`` directory (see
         :func:`storage.paths.agentuse_sessions_root`). ``config`` holds extra
         config fields (``timeout``, ``mcpServers``, ``subagents``). ``session_id``
-        is a ULID the caller made beforehand (default: a new one).
+        is a ULID the caller made beforehand (default: a new one). ``writes``
+        batches the files of the whole tree (default: each written at once).
         """
         session_id = session_id or new_ulid()
         directory = safe_join(root, f"{session_id}-{sanitize_agent_name(agent_name)}")
@@ -177,7 +213,7 @@ class AgentUseSession:
             time={"created": created, "updated": created},
         )
         make_private_dir(directory)
-        session = cls(directory, info)
+        session = cls(directory, info, writes)
         session.save()
         return session
 
@@ -186,18 +222,18 @@ class AgentUseSession:
         kwargs.setdefault("project_root", self.info["project"]["root"])
         kwargs.setdefault("cwd", self.info["project"]["cwd"])
         return AgentUseSession.create(self.directory / SUBAGENT_DIR, agent_name,
-                                      parent=self, **kwargs)
+                                      parent=self, writes=self.writes, **kwargs)
 
     @classmethod
-    def open(cls, directory: Path) -> AgentUseSession:
+    def open(cls, directory: Path, writes: DocumentWrites | None = None) -> AgentUseSession:
         """Continue the session in ``directory`` (its session.json must parse)."""
         from .agentuse_reader import read_json_object
 
-        return cls(directory, read_json_object(directory / "session.json"))
+        return cls(directory, read_json_object(directory / "session.json"), writes)
 
     def write_tools(self, tools: list[dict[str, Any]]) -> None:
         """Write ``tools.json``: ``{"tools": [{name, [description], [inputSchema]}]}``."""
-        _save(self.directory / "tools.json", {"tools": tools})
+        self.writes.put(self.directory / "tools.json", lambda: {"tools": tools})
 
     def set_status(self, status: str, *, error: dict[str, Any] | None = None,
                    at: int | None = None) -> None:
@@ -248,4 +284,4 @@ class AgentUseSession:
 
     def save(self) -> None:
         """Rewrite ``session.json`` from :attr:`info`."""
-        _save(self.directory / "session.json", self.info)
+        self.writes.put(self.directory / "session.json", lambda: self.info)

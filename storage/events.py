@@ -222,6 +222,8 @@ class RunFailed(Event):
 class Sink(Protocol):
     """Consumes events in order (on the writer thread)."""
 
-    def handle(self, event: Event) -> None: ...
+    def handle(self, event: Event) -> None:
+        """Take one event (a sink may keep its writes until :meth:`flush`)."""
 
-    def close(self) -> None: ...
+    def flush(self) -> None:
+        """Write whatever :meth:`handle` kept back; called after each batch of events."""

@@ -65,8 +65,8 @@ class SkilletLogSink:
         if handler is not None:
             handler(event)  # type: ignore[operator]
 
-    def close(self) -> None:
-        self.log.close()
+    def flush(self) -> None:
+        """Nothing to do: each line is appended as its event comes."""
 
     def _step(self, event: Event, result: dict) -> None:  # type: ignore[type-arg]
         self.log.append(entry.step(result, _stamp(event.at)))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from storage.agentuse_reader import CorruptFileError, load_session, scan_sessions
-from storage.agentuse_writer import WRITER_VERSION, AgentUseSession, Tokens
+from storage.agentuse_writer import WRITER_VERSION, AgentUseSession, DocumentWrites, Tokens
 from storage.ids import is_ulid
 
 T0 = 1795341733139
@@ -366,3 +366,54 @@ def test_symlinks_out_of_the_root_are_not_followed(tmp_path: Path) -> None:
 def test_scan_of_a_missing_root_is_empty(tmp_path: Path) -> None:
     scan = scan_sessions(tmp_path / "nope")
     assert scan.sessions == [] and scan.problems == []
+
+
+def test_batched_writes_write_each_file_once_in_first_touched_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import storage.agentuse_writer as writer_module
+
+    written: list[str] = []
+    real_write = writer_module.atomic_write
+
+    def counting_write(path: Path, data: bytes) -> None:
+        written.append(path.name)
+        real_write(path, data)
+
+    monkeypatch.setattr(writer_module, "atomic_write", counting_write)
+    writes = DocumentWrites(deferred=True)
+    session = new_session(tmp_path, writes=writes)
+    message = session.add_message("count")
+    tool = message.add_part("tool", callID="c1", state={"status": "running"})
+    tool.update(state={"status": "completed", "output": "3"})
+    message.add_usage(Tokens(input=5, output=2), 0.5)
+    message.complete(at=T0 + 9)
+    assert written == [] and not (session.directory / "session.json").exists()
+
+    writes.flush()
+    assert written == ["session.json", "message.json", f"{tool.id}.json"]
+    [loaded] = load_session(session.directory).messages
+    assert loaded.info["time"]["completed"] == T0 + 9
+    assert loaded.info["assistant"]["tokens"]["input"] == 5
+    assert loaded.parts[0]["state"] == {"status": "completed", "output": "3"}
+    writes.flush()
+    assert len(written) == 3  # nothing pending: nothing rewritten
+
+
+def test_a_failed_batched_file_does_not_stop_the_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import storage.agentuse_writer as writer_module
+
+    real_write = writer_module.atomic_write
+
+    def full_for_messages(path: Path, data: bytes) -> None:
+        if path.name == "message.json":
+            raise OSError(28, "No space left on device")
+        real_write(path, data)
+
+    monkeypatch.setattr(writer_module, "atomic_write", full_for_messages)
+    writes = DocumentWrites(deferred=True)
+    session = new_session(tmp_path, writes=writes)
+    part = session.add_message("hi").add_part("text", text="hello")
+    with pytest.raises(OSError, match="No space"):
+        writes.flush()
+    assert (session.directory / "session.json").exists() and part.path.exists()
