@@ -10,26 +10,15 @@ loading the Agents SDK for verbs that do not need it.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from storage.lazy import lazy_exports
 from storage.version import __version__
 
-_MODULE_OF = {
-    "DEFAULT_PRICES": "pricing", "Price": "pricing", "PriceTable": "pricing",
-    "Recorder": "recorder", "RecorderError": "recorder",
-}
-
-__all__ = sorted([*_MODULE_OF, "__version__"])
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'recorder' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "pricing": ["DEFAULT_PRICES", "Price", "PriceTable"],
+    "recorder": ["Recorder", "RecorderError"],
+})
 
 
 if TYPE_CHECKING:

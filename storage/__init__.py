@@ -20,15 +20,16 @@ the item store is needed). The modules behind them:
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .lazy import lazy_exports
 from .version import __version__
 
 _EXPORTS = {
     "agentuse_reader": ["CorruptFileError", "LoadedMessage", "LoadedSession", "ReadProblem",
                         "SessionScan", "SessionSummary", "load_session", "scan_sessions"],
-    "agentuse_writer": ["AgentUseMessage", "AgentUsePart", "AgentUseSession"],
+    "agentuse_writer": ["AgentUseMessage", "AgentUsePart", "AgentUseSession",
+                        "DocumentWrites"],
     "compaction": ["CompactingSession", "CompactionInfo", "archived_items", "plan_compaction"],
     "events": ["Tokens"],
     "ids": ["new_ulid"],
@@ -41,28 +42,13 @@ _EXPORTS = {
     "summarizers": ["DeterministicSummarizer", "ModelSummarizer", "OpenAICompactSummarizer",
                     "Summarizer"],
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
-
-__all__ = sorted([*_MODULE_OF, "__version__"])
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'storage' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:
     from .agentuse_reader import (CorruptFileError, LoadedMessage, LoadedSession, ReadProblem,
                                   SessionScan, SessionSummary, load_session, scan_sessions)
-    from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession
+    from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, DocumentWrites
     from .compaction import CompactingSession, CompactionInfo, archived_items, plan_compaction
     from .events import Tokens
     from .ids import new_ulid

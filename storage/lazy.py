@@ -1,0 +1,31 @@
+"""Packages whose public names are imported on first use (PEP 562)."""
+
+from __future__ import annotations
+
+import sys
+from importlib import import_module
+from typing import Any, Callable
+
+
+def lazy_exports(package: str, exports: dict[str, list[str]]
+                 ) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+    """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``.
+
+    ``exports`` maps each submodule to the names it provides; a name is
+    imported from its submodule when first asked for, then kept.
+    """
+    module_of = {name: module for module, names in exports.items() for name in names}
+    names = sorted([*module_of, "__version__"])
+
+    def __getattr__(name: str) -> Any:
+        module = module_of.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(f".{module}", package), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return names
+
+    return names, __getattr__, __dir__
