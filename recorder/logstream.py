@@ -57,7 +57,7 @@ from storage.log_entries import iso_ms
 from storage.log_reader import LogEntry, SessionLogTailer
 from storage.names import sanitize_log_name
 
-from .transcript import input_text, short
+from .transcript import describe_step, input_text
 
 __all__ = [
     "HOT_SECONDS",
@@ -225,25 +225,8 @@ class EntryFormatter:
         step = data.get("stepResult")
         if not isinstance(step, dict):
             return None
-        what = self._step(step)
+        what = describe_step(step)
         return None if what is None else f"{stamp} {dim}  · {what}{reset}"
-
-    @staticmethod
-    def _step(step: dict[str, Any]) -> str | None:
-        kind, agent = step.get("type"), step.get("agentName")
-        if kind == "agent_start":
-            return f"agent {agent} starts"
-        if kind == "agent_tool_start":
-            return f"{agent} calls {step.get('toolName')}({short(step.get('toolArgumentsStr', ''), 80)})"
-        if kind == "agent_tool_end":
-            return f"{step.get('toolName')} → {short(step.get('result', ''))}"
-        if kind == "handoff":
-            return f"handoff {agent} → {step.get('toAgentName')}"
-        if kind == "compaction":
-            detail = ", ".join(str(step[k]) for k in ("reason", "summarizer") if step.get(k))
-            return (f"compaction: {step.get('itemsBefore', '?')} → {step.get('itemsAfter', '?')} items"
-                    + (f" ({detail})" if detail else ""))
-        return None
 
 
 # -- one file ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 
 from storage.log_reader import Turn
 
-__all__ = ["input_text", "render_turns", "short"]
+__all__ = ["describe_step", "input_text", "render_turns", "short"]
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 TOOL_RESULT_CHARS = 120
@@ -34,21 +34,34 @@ def input_text(user_input: Any) -> str:
     return "" if user_input is None else str(user_input)
 
 
+def describe_step(step: dict[str, Any]) -> str | None:
+    """One log step (``stepResult``) in words; None for kinds not worth a line."""
+    kind, agent = step.get("type"), step.get("agentName")
+    if kind == "agent_start":
+        return f"agent {agent} starts"
+    if kind == "agent_tool_start":
+        return f"{agent} calls {step.get('toolName')}({short(step.get('toolArgumentsStr', ''), 80)})"
+    if kind == "agent_tool_end":
+        return f"{step.get('toolName')} → {short(step.get('result', ''))}"
+    if kind == "handoff":
+        return f"handoff {agent} → {step.get('toAgentName')}"
+    if kind == "compaction":
+        detail = ", ".join(str(step[k]) for k in ("reason", "summarizer") if step.get(k))
+        return (f"compaction: {step.get('itemsBefore', '?')} → {step.get('itemsAfter', '?')} items"
+                + (f" ({detail})" if detail else ""))
+    return None
+
+
 def render_turns(turns: Iterable[Turn], *, color: bool = False, steps: bool = True) -> Iterator[str]:
-    """Yield the lines of a transcript; ``steps`` adds tool calls and handoffs (dimmed)."""
+    """Yield the lines of a transcript; ``steps`` adds agents, tool calls, handoffs and
+    compactions (dimmed)."""
     dim, reset = (DIM, RESET) if color else ("", "")
     for turn in turns:
         yield f"user> {input_text(turn.user_input)}"
-        if steps:
-            for step in turn.steps:
-                kind = step.get("type")
-                if kind == "agent_tool_start":
-                    yield (f"{dim}  · {step.get('agentName')} calls {step.get('toolName')}"
-                           f"({short(step.get('toolArgumentsStr', ''), 80)}){reset}")
-                elif kind == "agent_tool_end":
-                    yield f"{dim}    ← {step.get('toolName')}: {short(step.get('result', ''))}{reset}"
-                elif kind == "handoff":
-                    yield f"{dim}  · handoff {step.get('agentName')} → {step.get('toAgentName')}{reset}"
+        for step in turn.steps if steps else ():
+            what = describe_step(step)
+            if what is not None:
+                yield f"{dim}  · {what}{reset}"
         model = f"({turn.model}) " if turn.model else ""
         suffix = "" if turn.complete else f" {dim}[incomplete]{reset}"
         yield f"agent> {model}{turn.text}{suffix}"
