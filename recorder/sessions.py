@@ -330,10 +330,8 @@ def _fill_from_agentuse(info: SessionInfo, *, parts: bool = True) -> LoadedSessi
     return session
 
 
-def list_sessions(user_id: str | None = None, *, locations: Locations | None = None,
-                  with_usage: bool = True) -> list[SessionInfo]:
-    """Every conversation (of ``user_id``, default all users), newest first. Reads only."""
-    where = locations or Locations.resolve()
+def _gather(user_id: str | None, where: Locations) -> list[SessionInfo]:
+    """Every conversation with where its data is, before any log or tree is read."""
     stored, archived, compactions = _read_store(where.store_file, user_id)
     found: dict[tuple[str, str], SessionInfo] = {}
     for row in stored:
@@ -359,15 +357,23 @@ def list_sessions(user_id: str | None = None, *, locations: Locations | None = N
     for info in found.values():
         if info.log_path is not None:
             info.sources.append("log")
-            _fill_from_log(info)
-        if with_usage:
-            _fill_from_agentuse(info, parts=False)  # totals are in message.json
-    return sorted(found.values(), key=lambda i: (-(i.last_ms or 0), i.user_id, i.session_name))
+    return list(found.values())
 
 
-def _with_usage(info: SessionInfo) -> SessionInfo:
-    _fill_from_agentuse(info, parts=False)
+def _filled(info: SessionInfo, *, with_usage: bool = True) -> SessionInfo:
+    """``info`` with its turns and times from the log and, if asked, usage from the tree."""
+    _fill_from_log(info)
+    if with_usage:
+        _fill_from_agentuse(info, parts=False)  # totals are in message.json
     return info
+
+
+def list_sessions(user_id: str | None = None, *, locations: Locations | None = None,
+                  with_usage: bool = True) -> list[SessionInfo]:
+    """Every conversation (of ``user_id``, default all users), newest first. Reads only."""
+    sessions = [_filled(info, with_usage=with_usage)
+                for info in _gather(user_id, locations or Locations.resolve())]
+    return sorted(sessions, key=lambda i: (-(i.last_ms or 0), i.user_id, i.session_name))
 
 
 def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
@@ -375,28 +381,28 @@ def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
     """The conversation named ``query`` (exactly), else whose AgentUse id starts with it.
 
     Raises :class:`UnknownSessionError` or :class:`AmbiguousSessionError`
-    (the same name for several users, or a prefix of several ids).
+    (the same name for several users, or a prefix of several ids). Only the
+    conversations that match are read.
     """
-    # Usage is read for the one session found, not for every session on disk.
-    sessions = list_sessions(user_id, locations=locations, with_usage=False)
+    sessions = _gather(user_id, locations or Locations.resolve())
     named = [s for s in sessions if s.session_name == query]
     if len(named) == 1:
-        return _with_usage(named[0])
+        return _filled(named[0])
     if len(named) > 1:
         raise AmbiguousSessionError(
             f"{len(named)} users have a session named {query!r}; choose one with --user",
-            named)
+            [_filled(s) for s in named])
     if by_id and query:
         prefix = query.upper()
         matched = [s for s in sessions if s.agentuse_dir is not None and s.agentuse_id
                    and (s.agentuse_id.startswith(prefix)
                         or s.agentuse_dir.name.startswith(query))]
         if len(matched) == 1:
-            return _with_usage(matched[0])
+            return _filled(matched[0])
         if len(matched) > 1:
             raise AmbiguousSessionError(
                 f"{len(matched)} sessions have an AgentUse id starting with {query!r}",
-                matched)
+                [_filled(s) for s in matched])
     whose = f" of user {user_id!r}" if user_id is not None else ""
     how = " (nor an AgentUse session id starting with it)" if by_id else ""
     raise UnknownSessionError(f"no session named {query!r}{whose}{how}")
