@@ -45,6 +45,7 @@ from agents.testing import (
 )
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
+import storage.agentuse_writer
 from recorder import Price, Recorder
 from recorder.writer import WRITER
 from storage.compaction import archived_items
@@ -110,6 +111,25 @@ def point_env_at(directory: Path) -> None:
         os.environ[name] = str(directory / sub)
 
 
+class CountedWrites:
+    """Counts the AgentUse files the writer thread writes (each an atomic rewrite)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._write = storage.agentuse_writer.atomic_write
+
+    def __enter__(self) -> CountedWrites:
+        storage.agentuse_writer.atomic_write = self._counted  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        storage.agentuse_writer.atomic_write = self._write  # type: ignore[assignment]
+
+    def _counted(self, path: Path, data: bytes) -> None:
+        self.count += 1
+        self._write(path, data)
+
+
 def writer_cpu() -> float:
     """CPU seconds (user + system) used so far by sessiontape's writer thread (Linux; else nan)."""
     tid = getattr(getattr(WRITER, "_thread", None), "native_id", None)
@@ -173,8 +193,10 @@ async def recorded(directory: Path, calls: int) -> dict[str, float]:
     try:
         await rec.flush()  # starts the writer thread, if need be, before the timed run
         cpu = writer_cpu()
-        figures, result = await timed(lambda: rec.run(agent, PROMPT, max_turns=calls + 10))
+        with CountedWrites() as writes:
+            figures, result = await timed(lambda: rec.run(agent, PROMPT, max_turns=calls + 10))
         figures["writer_cpu"] = writer_cpu() - cpu
+        figures["files_written"] = writes.count
         figures.update(flush)
         check_result(result, calls)
         assert rec.errors == 0, f"{rec.errors} recording errors"
@@ -237,6 +259,8 @@ def report(figures: dict[str, dict[str, float]], calls: int) -> list[tuple[str, 
         ("CPU, whole process", f"{base['cpu']:.2f} s", f"{ours['cpu']:.2f} s",
          f"{ours['cpu'] / base['cpu']:.3f}x"),
         ("  of which writer thread", "-", f"{ours['writer_cpu']:.2f} s", ""),
+        ("AgentUse file writes per tool call", "-", f"{ours['files_written'] / calls:.2f}",
+         f"{ours['files_written']:.0f} atomic rewrites"),
         ("flush at end (in wall time)", "-", f"{ours['flush'] * 1e3:.1f} ms",
          f"{ours['backlog']:.0f} events were queued"),
     ]

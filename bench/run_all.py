@@ -114,11 +114,13 @@ def parse_recording(output: str) -> list[tuple[str, str, str, str, str]]:
     per_round = cell(rows, "per-round ratios", 3)
     cpu = next(r for r in rows if r[0].startswith("CPU, whole process"))
     flush = next(r for r in rows if r[0].startswith("flush at end"))
+    writes = next(r for r in rows if r[0].startswith("AgentUse file writes"))
     return [
         (wall[0], wall[2], wall[1], f"{number(wall[3]):.3f}x time", "<= 1.10x"),
         ("  per-round ratios, median", "", "", f"{number(per_round):.3f}x time", "<= 1.10x"),
         ("CPU, whole process", cpu[2], cpu[1], f"{number(cpu[3]):.3f}x time", "-"),
         ("flush at end of run (in wall time)", flush[2], "-", "-", "-"),
+        ("AgentUse file writes per tool call", writes[2], "-", "-", "-"),
     ]
 
 
