@@ -25,6 +25,7 @@ from storage.events import (
     ToolStarted,
 )
 from storage.ids import new_ulid
+from storage.json_style import safe_str
 
 from .describe import model_name, response_content, response_usage
 
@@ -111,4 +112,4 @@ class RecorderHooks(RunHooks[Any]):
             call_id = pending.pop(0) if pending else ""
         self.scope.close_call(call_id)
         self._emit(ToolFinished, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
-                   output=result if isinstance(result, str) else str(result))
+                   output=result if isinstance(result, str) else safe_str(result))

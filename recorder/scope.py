@@ -18,6 +18,7 @@ from storage.events import (
     ToolFailed,
 )
 from storage.ids import new_ulid
+from storage.json_style import safe_str
 
 from .describe import agent_info, model_name, user_text
 from .hooks import RecorderHooks, now_ms
@@ -50,7 +51,7 @@ def _message(error: BaseException) -> str:
         return "the run was cancelled"
     if isinstance(error, KeyboardInterrupt):
         return "the run was interrupted (Ctrl-C)"
-    return str(error) or type(error).__name__
+    return safe_str(error) or type(error).__name__
 
 
 class RunScope:
@@ -108,7 +109,8 @@ class RunScope:
 
     def tool_failed(self, call_id: str, error: BaseException) -> None:
         owner = self.root.calls.get(call_id, self)
-        self.submit(ToolFailed(owner.id, now_ms(), call_id, f"{type(error).__name__}: {error}"))
+        self.submit(ToolFailed(owner.id, now_ms(), call_id,
+                               f"{type(error).__name__}: {safe_str(error)}"))
 
     def text_delta(self, item_id: str, text: str) -> None:
         name = self.agent.name if self.agent is not None else ""
@@ -117,7 +119,7 @@ class RunScope:
     def finish(self, final_output: Any) -> None:
         if not self.ended:
             self.ended = True
-            text = final_output if isinstance(final_output, str) else str(final_output)
+            text = final_output if isinstance(final_output, str) else safe_str(final_output)
             self.submit(RunFinished(self.id, now_ms(), text, self.model))
 
     def fail(self, error: BaseException) -> None:

@@ -5,18 +5,27 @@
 * :func:`load_session` loads one session with its messages, parts and nested
   subagent sessions, and raises :class:`CorruptFileError` naming the file
   when any of them does not parse.
+
+A subagent directory with no ``session.json`` and no file below it but temp
+files (a crash between its ``mkdir`` and its first write) is ignored, as is an
+empty exchange directory. Symbolic links are never followed out of a session: a linked file
+(``session.json``, ``tools.json``, ``message.json``, a part) is a
+:class:`CorruptFileError`; a linked directory (the session directory given to
+:func:`load_session`, an exchange, ``part/``, ``subagent/``, a subagent) is
+not entered (for the session directory itself: a :class:`CorruptFileError`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .ids import is_ulid, ulid_ms
+from .json_style import loads
 
 __all__ = [
     "CorruptFileError",
@@ -51,17 +60,41 @@ class ReadProblem:
     reason: str
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
-    """Parse ``path`` as a JSON object or raise :class:`CorruptFileError`."""
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+LINK_REASON = "is a symbolic link (not followed)"
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``; CorruptFileError for a link, a directory, a FIFO or a device
+    (opened without following a link, and without blocking on a FIFO)."""
     try:
-        data = orjson.loads(path.read_bytes())
+        fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
         raise CorruptFileError(path, "file is missing") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptFileError(path, LINK_REASON) from None
         raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from None
-    except orjson.JSONDecodeError as exc:
-        reason = "file is empty" if path.stat().st_size == 0 else f"invalid JSON: {exc}"
-        raise CorruptFileError(path, reason) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CorruptFileError(path, "not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            return file.read()
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """Parse ``path`` as a JSON object or raise :class:`CorruptFileError`."""
+    raw = _read_regular_file(path)
+    if not raw.strip():
+        raise CorruptFileError(path, "file is empty")
+    try:
+        data = loads(raw)
+    except ValueError as exc:
+        raise CorruptFileError(path, f"invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise CorruptFileError(path, f"expected a JSON object, found {type(data).__name__}")
     return data
@@ -107,24 +140,44 @@ class SessionScan:
     problems: list[ReadProblem] = field(default_factory=list)
 
 
-def _walk(directory: Path, scan: SessionScan) -> None:
+def _exists(path: Path) -> bool:
+    """Whether anything is at ``path``, a dangling link included."""
+    return os.path.lexists(path)
+
+
+def _is_real_dir(path: Path) -> bool:
+    """A directory that is not a symbolic link."""
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
-    except OSError as exc:
-        scan.problems.append(ReadProblem(directory, f"cannot list: {exc.strerror or exc}"))
-        return
-    for entry in entries:
-        if entry.name.startswith(".") or is_ulid(entry.name) or entry.is_symlink():
-            continue  # temp files, message directories, links out of the tree
-        if not entry.is_dir():
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _walk(top: Path, scan: SessionScan) -> None:
+    """Depth-first, in name order, without recursion (any depth of folders)."""
+    stack = [top]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            scan.problems.append(ReadProblem(directory, f"cannot list: {exc.strerror or exc}"))
             continue
-        path = Path(entry.path)
-        if split_session_dir_name(entry.name) and (path / SESSION_FILE).exists():
-            try:
-                scan.sessions.append(SessionSummary(path, read_json_object(path / SESSION_FILE)))
-            except CorruptFileError as exc:
-                scan.problems.append(ReadProblem(exc.path, exc.reason))
-        _walk(path, scan)
+        below = []
+        for entry in entries:
+            if entry.name.startswith(".") or is_ulid(entry.name) or entry.is_symlink():
+                continue  # temp files, message directories, links out of the tree
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            path = Path(entry.path)
+            if split_session_dir_name(entry.name) and _exists(path / SESSION_FILE):
+                try:
+                    scan.sessions.append(SessionSummary(path,
+                                                        read_json_object(path / SESSION_FILE)))
+                except CorruptFileError as exc:
+                    scan.problems.append(ReadProblem(exc.path, exc.reason))
+            below.append(path)
+        stack.extend(reversed(below))
 
 
 def scan_sessions(root: Path) -> SessionScan:
@@ -134,7 +187,7 @@ def scan_sessions(root: Path) -> SessionScan:
     directory or a session directory. Symbolic links are not followed.
     """
     scan = SessionScan()
-    if split_session_dir_name(root.name) and (root / SESSION_FILE).exists():
+    if split_session_dir_name(root.name) and _exists(root / SESSION_FILE):
         try:
             scan.sessions.append(SessionSummary(root, read_json_object(root / SESSION_FILE)))
         except CorruptFileError as exc:
@@ -168,12 +221,24 @@ class LoadedSession:
         return str(self.info.get("id"))
 
 
-def _part_start(part: dict[str, Any]) -> int:
-    for holder in (part.get("time"), (part.get("state") or {}).get("time")):
-        if isinstance(holder, dict) and isinstance(holder.get("start"), (int, float)):
-            return int(holder["start"])
+def _number(value: Any) -> float:
+    """A time field as a number (0 when it is missing or of the wrong type)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _part_start(part: dict[str, Any]) -> float:
+    state = part.get("state")
+    for holder in (part.get("time"), state.get("time") if isinstance(state, dict) else None):
+        if isinstance(holder, dict) and _number(holder.get("start")):
+            return _number(holder.get("start"))
     part_id = str(part.get("id", ""))
     return ulid_ms(part_id) if is_ulid(part_id) else 0
+
+
+def _message_order(message: LoadedMessage) -> tuple[float, str]:
+    time = message.info.get("time")
+    created = _number(time.get("created")) if isinstance(time, dict) else 0
+    return created, str(message.info.get("id", ""))
 
 
 def _order_parts(parts: list[dict[str, Any]], ours: bool) -> list[dict[str, Any]]:
@@ -183,18 +248,49 @@ def _order_parts(parts: list[dict[str, Any]], ours: bool) -> list[dict[str, Any]
     return sorted(parts, key=lambda p: (_part_start(p), str(p.get("id", ""))))
 
 
+def _part_files(directory: Path) -> list[Path]:
+    """The part files of an exchange (none when ``part/`` is missing or a link)."""
+    part_dir = directory / "part"
+    if not _is_real_dir(part_dir):
+        return []
+    return sorted(Path(e.path) for e in os.scandir(part_dir)
+                  if e.name.endswith(".json") and not e.name.startswith("."))
+
+
 def _load_message(directory: Path, ours: bool, parts: bool) -> LoadedMessage | None:
-    if not (directory / "message.json").exists():
-        part_dir = directory / "part"
-        if not (part_dir.is_dir() and any(part_dir.glob("[!.]*.json"))):
-            return None  # an exchange directory made just before a crash: nothing to lose
+    part_files = _part_files(directory)
+    if not _exists(directory / "message.json") and not part_files:
+        return None  # an exchange directory made just before a crash: nothing to lose
     info = read_json_object(directory / "message.json")
     if not parts:
         return LoadedMessage(directory, info, [])
-    part_dir = directory / "part"
-    part_files = sorted(part_dir.glob("[!.]*.json")) if part_dir.is_dir() else []
     return LoadedMessage(directory, info, _order_parts([read_json_object(p) for p in part_files],
                                                        ours))
+
+
+def _crash_leftover(directory: Path) -> bool:
+    """A session directory made just before a crash: no ``session.json``, and no file in
+    it or below but temp files (``.``-names), only empty folders. Nothing to lose."""
+    if _exists(directory / SESSION_FILE):
+        return False
+    stack = [directory]
+    while stack:
+        for entry in os.scandir(stack.pop()):
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+            elif not entry.name.startswith("."):
+                return False
+    return True
+
+
+def _tools(directory: Path) -> list[dict[str, Any]]:
+    tools_file = directory / "tools.json"
+    if not _exists(tools_file):
+        return []
+    tools = read_json_object(tools_file).get("tools", [])
+    if not isinstance(tools, list):
+        raise CorruptFileError(tools_file, f"'tools' is a {type(tools).__name__}, not a list")
+    return tools
 
 
 def load_session(directory: Path, *, parts: bool = True) -> LoadedSession:
@@ -204,21 +300,23 @@ def load_session(directory: Path, *, parts: bool = True) -> LoadedSession:
     empty): enough for totals, which ``message.json`` holds, and much faster.
     """
     directory = Path(directory)
+    if directory.is_symlink():
+        raise CorruptFileError(directory, LINK_REASON)
     info = read_json_object(directory / SESSION_FILE)
     ours = str(info.get("version", "")).startswith(OUR_VERSION_PREFIX)
-    tools_file = directory / "tools.json"
-    tools = read_json_object(tools_file).get("tools", []) if tools_file.exists() else []
+    tools = _tools(directory)
     messages = []
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         if is_ulid(entry.name) and entry.is_dir(follow_symlinks=False):
             message = _load_message(Path(entry.path), ours, parts)
             if message is not None:
                 messages.append(message)
-    messages.sort(key=lambda m: (m.info.get("time", {}).get("created", 0), m.info.get("id", "")))
+    messages.sort(key=_message_order)
     subagents = []
     sub_root = directory / "subagent"
-    if sub_root.is_dir():
+    if _is_real_dir(sub_root):
         for entry in sorted(os.scandir(sub_root), key=lambda e: e.name):
-            if split_session_dir_name(entry.name) and entry.is_dir(follow_symlinks=False):
+            if split_session_dir_name(entry.name) and entry.is_dir(follow_symlinks=False) \
+                    and not _crash_leftover(Path(entry.path)):
                 subagents.append(load_session(Path(entry.path), parts=parts))
     return LoadedSession(directory, info, tools, messages, subagents)

@@ -6,18 +6,25 @@
 
 Both skip a malformed line and report it (file and line number) in
 ``problems``; a UTF-8 BOM and CRLF line ends are accepted.
+
+Both read only regular files and never follow a symbolic link: a path that
+is a link, a directory, a FIFO or a device raises :class:`OSError`
+(``ELOOP``, ``EISDIR``, ``EINVAL``) naming it, without blocking. Those, and
+the reader's ``FileNotFoundError``, are the only errors they raise.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+from .json_style import loads
 
 __all__ = [
     "INCOMPLETE_TURN",
@@ -27,11 +34,34 @@ __all__ = [
     "SessionLogTailer",
     "Turn",
     "group_turns",
+    "open_log",
 ]
 
 INCOMPLETE_TURN = "[incomplete turn]"
 _BOM = b"\xef\xbb\xbf"
 _READ_CHUNK = 1 << 20
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_log(path: Path) -> int:
+    """A read-only descriptor of the regular file at ``path`` (never through a link).
+
+    Raises FileNotFoundError, or OSError with ``ELOOP`` (a symbolic link),
+    ``EISDIR`` (a directory) or ``EINVAL`` (a FIFO, socket or device).
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "is a symbolic link (not followed)", str(path)) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, not a log file", str(path))
+    raise OSError(errno.EINVAL, "not a regular file", str(path))
 
 
 @dataclass(frozen=True)
@@ -84,8 +114,8 @@ class Turn:
 def parse_line(raw: bytes) -> dict[str, Any]:
     """One log line as a dict with a string ``kind``; ValueError if it is not one."""
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        data = loads(raw)
+    except ValueError as exc:
         raise ValueError(f"not JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
         raise ValueError("not a log entry (a JSON object with a string 'kind')")
@@ -167,7 +197,9 @@ class SessionLogReader:
     def entries(self) -> list[LogEntry]:
         """Every well-formed entry, in file order."""
         if self._entries is None:
-            data = self.path.read_bytes()
+            fd = open_log(self.path)
+            with os.fdopen(fd, "rb") as file:
+                data = file.read()
             lines = data.split(b"\n")
             self._entries = [e for e in map(self._parser.feed, lines) if e is not None]
         return self._entries
@@ -206,7 +238,7 @@ class SessionLogTailer:
 
     def _open(self) -> bool:
         try:
-            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            self._fd = open_log(self.path)
         except FileNotFoundError:
             return False
         self._offset = 0
@@ -260,7 +292,12 @@ class SessionLogTailer:
                     entries.append(last)
             os.close(self._fd)
             self._fd = None
-            if self._open():
+            try:
+                opened = self._open()
+            except OSError:
+                return entries  # the next poll raises why the new file cannot be read
+            if opened:
+                assert self._fd is not None
                 entries.extend(self._read_new(self._fd))
         return entries
 
