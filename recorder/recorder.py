@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from agents import Agent, RunConfig, RunHooks, Runner, RunResult, RunResultStreaming
+from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
 from storage.agentuse_sink import AgentUseSink
@@ -45,22 +47,54 @@ class RecorderError(RuntimeError):
 class _RecorderSession(CompactingSession):
     """The recorder's :class:`CompactingSession`.
 
-    The SDK's runner calls :meth:`run_compaction` inside the run (after saving a
-    step), so an exception there (a summarizer that fails, a locked database)
-    would fail the run: it is reported as a recording error instead, and the
-    history stays as it was. :meth:`compact` still raises, for callers who want
-    the error.
+    The SDK's runner calls :meth:`add_items` and :meth:`run_compaction` inside
+    the run (after each step), so an exception there (a full disk, a locked or
+    read-only database, a summarizer that fails) would fail the run: it is
+    reported as a recording error instead (raised after the run in strict
+    mode), and that batch of items is not stored. Batches are whole turns (a
+    tool call with its output), so the stored history stays consistent, only
+    shorter. :meth:`get_items` raises when there is a history it cannot read
+    (running without it would silently forget the conversation), but a store
+    that does not exist yet and cannot be created holds no history: that is
+    reported, and the run starts from nothing. :meth:`compact`,
+    :meth:`pop_item` and :meth:`clear_session` still raise, for callers who
+    asked for them.
     """
 
     def __init__(self, recorder: Recorder, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._report = recorder.report
 
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        try:
+            return await super().get_items(limit)
+        except (OSError, sqlite3.Error) as exc:
+            if _holds_data(self.inner.store.path):
+                raise
+            self._report(exc)
+            return []
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        try:
+            await super().add_items(items)
+        except (OSError, sqlite3.Error) as exc:
+            self._report(exc)
+
     async def run_compaction(self, args: Any = None) -> None:
         try:
             await super().run_compaction(args)
         except Exception as exc:
             self._report(exc)
+
+
+def _holds_data(path: Path) -> bool:
+    """Whether a store file exists with something in it (an unreadable one counts)."""
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 class Recorder:
@@ -116,6 +150,9 @@ class Recorder:
         self._active: RunScope | None = None  # the root scope of the run going on
         self.hooks = RecorderHooks(RunScope(self, parent=None, streamed=False, run_config=None))
         self.sinks: list[Sink] = []
+        self._agentuse_sink: AgentUseSink | None = None
+        self._log_sink: SkilletLogSink | None = None
+        self._sinks_tried = False  # this run tried to set up the sinks it lacks
         self.errors = 0
         self._failures: list[BaseException] = []
         self._lock = threading.Lock()
@@ -166,6 +203,7 @@ class Recorder:
     def begin_run(self, streamed: bool, run_config: RunConfig | None) -> RunScope:
         """A new root scope for one run (called by the SDK runner wrapper)."""
         self._failures.clear()
+        self._sinks_tried = False  # a layout that could not be set up is tried again
         self._active = RunScope(self, parent=None, streamed=streamed, run_config=run_config)
         return self._active
 
@@ -184,20 +222,36 @@ class Recorder:
                               info.tokens_after, info.archived))
 
     def _ensure_sinks(self, agent_name: str) -> None:
-        if self.sinks:
-            return
-        sessions_root = self._agentuse_root or sessions_root_for_key(self.project_root)
-        self._session_dir = agentuse_dir_for(self.store.path, self.user_id, self.session_name,
-                                             sessions_root, agent_name)
-        self.sinks = [AgentUseSink(self._session_dir, self.project_root, self.cwd),
-                      SkilletLogSink(self._replay_log())]
+        """Set up the sinks this recorder lacks, once per run, each on its own.
+
+        A layout that cannot be set up (its directory is read-only, the disk is
+        full, the store that links the AgentUse session cannot be written) is
+        reported and left out of this run; the other one still records, and
+        the next run tries again.
+        """
+        self._sinks_tried = True
+        if self._agentuse_sink is None:
+            try:
+                sessions_root = self._agentuse_root or sessions_root_for_key(self.project_root)
+                self._session_dir = agentuse_dir_for(self.store.path, self.user_id,
+                                                     self.session_name, sessions_root, agent_name)
+                self._agentuse_sink = AgentUseSink(self._session_dir, self.project_root, self.cwd)
+            except (OSError, sqlite3.Error) as exc:
+                self.report(exc)
+        if self._log_sink is None:
+            try:
+                self._log_sink = SkilletLogSink(self._replay_log())
+            except OSError as exc:
+                self.report(exc)
+        self.sinks = [s for s in (self._agentuse_sink, self._log_sink) if s is not None]
 
     def submit(self, event: Event) -> None:
         """Queue an event for this conversation's sinks (called from hooks)."""
-        if not self.sinks:
+        if not self._sinks_tried:
             agent = getattr(event, "agent", None)
             self._ensure_sinks(agent.name if agent is not None else "agent")
-        WRITER.submit(self, event)
+        if self.sinks:
+            WRITER.submit(self, event)
 
     async def flush(self) -> None:
         """Wait until everything recorded so far is written."""

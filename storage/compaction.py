@@ -27,7 +27,7 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,7 +223,11 @@ def _apply(path: Path, info: CompactionInfo, archived_ids: list[int],
                  info.items_after, info.tokens_before, info.tokens_after, info.archived))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (a full disk at COMMIT): then a ROLLBACK
+            # would raise "no transaction is active" in place of the real error.
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             raise
     return True
 

@@ -33,11 +33,33 @@ def _connect(store_file: Path) -> sqlite3.Connection:
     return conn
 
 
-def find_agentuse_dir(store_file: Path, user_id: str, session_name: str) -> Path | None:
-    """The linked directory, or None when the pair has none (or there is no store yet)."""
+def _connect_readonly(store_file: Path) -> sqlite3.Connection | None:
+    """A read-only connection, or None when there is no store or no links table yet."""
     if not store_file.exists():
         return None
-    with closing(_connect(store_file)) as conn:
+    uri = f"{store_file.resolve().as_uri()}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=30.0)
+    try:
+        linked = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                              (LINKS_TABLE,)).fetchone() is not None
+    except BaseException:
+        conn.close()
+        raise
+    if not linked:
+        conn.close()
+        return None
+    return conn
+
+
+def find_agentuse_dir(store_file: Path, user_id: str, session_name: str) -> Path | None:
+    """The linked directory, or None when the pair has none (or there is no store yet).
+
+    Reads only: works on a store that cannot be written (a full or read-only disk).
+    """
+    conn = _connect_readonly(store_file)
+    if conn is None:
+        return None
+    with closing(conn):
         row = conn.execute(_SELECT, (user_id, session_name)).fetchone()
     return Path(row[0]) if row else None
 
@@ -47,13 +69,10 @@ def read_links(store_file: Path) -> list[tuple[str, str, Path]]:
 
     ``[]`` when there is no store, or a store without the table (not yet linked).
     """
-    if not store_file.exists():
+    conn = _connect_readonly(store_file)
+    if conn is None:
         return []
-    uri = f"{store_file.resolve().as_uri()}?mode=ro"
-    with closing(sqlite3.connect(uri, uri=True, timeout=30.0)) as conn:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                        (LINKS_TABLE,)).fetchone() is None:
-            return []
+    with closing(conn):
         rows = conn.execute(f"SELECT user_id, session_name, agentuse_dir FROM {LINKS_TABLE} "
                             "ORDER BY user_id, session_name").fetchall()
     return [(user, name, Path(directory)) for user, name, directory in rows]

@@ -15,6 +15,7 @@ record (written by skilled_crew) is adopted by the first pair that opens it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -25,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .files import FILE_MODE, make_private_dir, open_private_append
+from .files import FILE_MODE, make_private_dir, open_private_append, write_all
 from .json_style import dumps_compact
 from .names import safe_join, sanitize_log_name
 from .paths import SkilletPaths
@@ -55,16 +56,17 @@ def _claim(log_path: Path, record: dict[str, str]) -> bool:
     tmp = owner.with_name(f"{owner.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
-        os.write(fd, dumps_compact(record))
-    finally:
-        os.close(fd)
-    try:
+        try:
+            write_all(fd, dumps_compact(record))  # a short write must not publish half a record
+        finally:
+            os.close(fd)
         os.link(tmp, owner)  # creates the record whole, or fails if one exists
         return True
     except FileExistsError:
         return _owned_by(log_path, record)
     finally:
-        os.unlink(tmp)
+        with contextlib.suppress(OSError):  # a failed unlink must not hide the real outcome
+            os.unlink(tmp)
 
 
 def _candidates(user_id: str, session_name: str, root: Path) -> Iterator[Path]:
@@ -128,7 +130,9 @@ class ReplayLog:
     Thread-safe. Each :meth:`append` checks that the file is still the one it
     has open (a rotated or deleted log is reopened) and that the last line
     ends in a newline (a line torn by a killed writer is closed first, so the
-    new line stays whole).
+    new line stays whole). An append that fails (a full disk) raises, and
+    first cuts off whatever part of its line was written: the file is left
+    as it was.
     """
 
     def __init__(self, user_id: str, session_name: str, logs_root: Path | None = None) -> None:
@@ -166,9 +170,15 @@ class ReplayLog:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     line = b"\n" + line
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view):]
+                try:
+                    write_all(fd, line)
+                except OSError:
+                    # A full disk may have taken part of the line: cut it off (we hold the
+                    # lock), so that the file holds whole lines only, as before.
+                    with contextlib.suppress(OSError):
+                        if os.fstat(fd).st_size > size:
+                            os.ftruncate(fd, size)
+                    raise
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             if entry.get("kind") == "final_result":

@@ -178,12 +178,16 @@ async def await_until(predicate: Callable[[], Any], timeout: float = 5.0) -> Any
 # -- a whole recorded conversation in another process (multiprocessing "spawn") ---------
 
 
-def record_conversation(session_name: str, turns: int, barrier: Any = None) -> None:
+def record_conversation(session_name: str, turns: int, barrier: Any = None,
+                        tag: str | None = None) -> None:
     """Record ``turns`` runs with a tool and a subagent (a ``spawn`` process target).
 
     Paths come from the environment the child inherits from the test. With a
     ``barrier``, the processes start recording together (after their imports).
+    Prompts, answers and the helper's name carry ``tag`` (default: the session
+    name), so that two processes recording one session can be told apart.
     """
+    tag = tag if tag is not None else session_name
     if barrier is not None:
         barrier.wait(60)
     from agents import function_tool
@@ -196,14 +200,14 @@ def record_conversation(session_name: str, turns: int, barrier: Any = None) -> N
     async def main() -> None:
         rec = Recorder("proc@example.com", session_name)
         for turn in range(turns):
-            helper = Agent(name="Helper", model=model(final(f"helped {turn}", usage(3, 1))))
+            helper = Agent(name=f"Helper {tag}", model=model(final(f"helped {turn}", usage(3, 1))))
             agent = Agent(name=f"Agent {session_name}",
                           tools=[square, helper.as_tool("helper", "Ask the helper.")],
                           model=model(tools_step(call("square", {"n": turn}),
                                                  call("helper", {"input": f"turn {turn}"}),
                                                  u=usage(10, 2)),
-                                      final(f"{session_name} turn {turn}", usage(20, 4))))
-            await run_agent(rec, agent, f"{session_name} prompt {turn}", streamed=turn % 2 == 1)
+                                      final(f"{tag} turn {turn}", usage(20, 4))))
+            await run_agent(rec, agent, f"{tag} prompt {turn}", streamed=turn % 2 == 1)
         if rec.errors:
             raise SystemExit(f"{rec.errors} recording errors")
 
