@@ -126,9 +126,10 @@ class AgentUseSink:
             session.set_status("running", at=event.at)
         else:
             session_id = self.session_dir.name.partition("-")[0]
-            session = AgentUseSession.create(
+            session = AgentUseSession.create(  # in the linked directory, whatever the agent
                 self.session_dir.parent, event.agent.name, session_id=session_id,
-                created=event.at, writes=self._writes, **self._session_kwargs(event.agent))
+                directory=self.session_dir, created=event.at, writes=self._writes,
+                **self._session_kwargs(event.agent))
         self._start(event.scope, session, event.agent, event.user_text, event.at)
 
     def _subagent_started(self, event: SubagentStarted) -> None:

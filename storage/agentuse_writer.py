@@ -186,6 +186,7 @@ class AgentUseSession:
         config: dict[str, Any] | None = None,
         created: int | None = None,
         session_id: str | None = None,
+        directory: Path | None = None,
         writes: DocumentWrites | None = None,
     ) -> AgentUseSession:
         """Create ``root/{ULID}-{sanitized agent name}/session.json`` with status ``running``.
@@ -193,11 +194,14 @@ class AgentUseSession:
         ``root`` is a project's ``session/`` directory (see
         :func:`storage.paths.agentuse_sessions_root`). ``config`` holds extra
         config fields (``timeout``, ``mcpServers``, ``subagents``). ``session_id``
-        is a ULID the caller made beforehand (default: a new one). ``writes``
-        batches the files of the whole tree (default: each written at once).
+        is a ULID the caller made beforehand (default: a new one); ``directory``
+        a session directory chosen beforehand too (default: named from the id
+        and the agent). ``writes`` batches the files of the whole tree (default:
+        each written at once).
         """
         session_id = session_id or new_ulid()
-        directory = safe_join(root, f"{session_id}-{sanitize_agent_name(agent_name)}")
+        if directory is None:
+            directory = safe_join(root, f"{session_id}-{sanitize_agent_name(agent_name)}")
         created = created if created is not None else now_ms()
         info = drop_none(
             parentSessionID=parent.id if parent else None,

@@ -335,3 +335,21 @@ def test_strict_mode_keeps_the_runs_own_exception(streamed: bool,
     assert raised.value is error
     assert rec.errors > 0
     assert read_session(rec).info["error"]["message"] == "the model is down"
+
+
+def test_a_linked_directory_without_session_json_is_used_whatever_the_agent() -> None:
+    """A process died after linking the conversation to its AgentUse directory and before
+    writing session.json; the next run, by another agent, writes into that directory."""
+    from storage.agentuse_reader import load_session, scan_sessions
+    from storage.links import agentuse_dir_for
+    from storage.paths import SkilletPaths, project_key, sessions_root_for_key
+
+    linked = agentuse_dir_for(SkilletPaths.resolve().store_file, "u", "died",
+                              sessions_root_for_key(project_key()), "First agent")
+    rec = Recorder("u", "died")
+    asyncio.run(rec.run(Agent(name="Second agent", model=model(final("ok"))), "hi"))
+    assert rec.session_dir == linked
+    assert [s.directory for s in scan_sessions(linked.parent).sessions] == [linked]
+    session = load_session(linked)
+    assert session.info["agent"]["name"] == "Second agent"
+    assert [m.info["user"]["prompt"]["task"] for m in session.messages] == ["hi"]
