@@ -23,7 +23,7 @@ from storage.item_store import ItemStore
 from storage.redaction import Redactor, as_redactor
 from storage.summarizers import Summarizer
 from storage.links import agentuse_dir_for, find_agentuse_dir
-from storage.names import DEFAULT_USER_ID, default_session_name
+from storage.names import DEFAULT_USER_ID, UnsafePathError, default_session_name
 from storage.paths import SkilletPaths, project_key, sessions_root_for_key
 from storage.replay_log import ReplayLog
 from storage.skillet_sink import SkilletLogSink
@@ -97,6 +97,18 @@ def _holds_data(path: Path) -> bool:
         return True
 
 
+def _check_names(user_id: str, session_name: str) -> None:
+    """Refuse what no layout can key a conversation by: an empty session name, or a
+    name that is not text (lone surrogates, e.g. from undecodable command-line bytes)."""
+    if not session_name:
+        raise ValueError("session_name is empty (None means a new default-named session)")
+    for what, name in (("user_id", user_id), ("session_name", session_name)):
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} {name!r} is not valid UTF-8 text") from None
+
+
 class Recorder:
     """Records the runs of one conversation ``(user_id, session_name)``.
 
@@ -132,7 +144,8 @@ class Recorder:
     ) -> None:
         install()
         self.user_id = user_id
-        self.session_name = session_name or default_session_name()
+        self.session_name = default_session_name() if session_name is None else session_name
+        _check_names(user_id, self.session_name)
         self.project_root = project_key(project_root)
         self.cwd = os.getcwd()
         self._agentuse_root = agentuse_root
@@ -236,12 +249,12 @@ class Recorder:
                 self._session_dir = agentuse_dir_for(self.store.path, self.user_id,
                                                      self.session_name, sessions_root, agent_name)
                 self._agentuse_sink = AgentUseSink(self._session_dir, self.project_root, self.cwd)
-            except (OSError, sqlite3.Error) as exc:
+            except (OSError, UnsafePathError, sqlite3.Error) as exc:
                 self.report(exc)
         if self._log_sink is None:
             try:
                 self._log_sink = SkilletLogSink(self._replay_log())
-            except OSError as exc:
+            except (OSError, UnsafePathError) as exc:
                 self.report(exc)
         self.sinks = [s for s in (self._agentuse_sink, self._log_sink) if s is not None]
 

@@ -11,14 +11,15 @@ one writer (the recorder's writer thread) owns them.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .events import Tokens
 from .files import atomic_write, make_private_dir
 from .ids import new_ulid
 from .json_style import dumps_pretty
-from .names import safe_join, sanitize_agent_name
+from .names import not_a_link, safe_join, sanitize_agent_name
 from .version import __version__
 
 __all__ = [
@@ -230,10 +231,11 @@ class AgentUseSession:
 
     @classmethod
     def open(cls, directory: Path, writes: DocumentWrites | None = None) -> AgentUseSession:
-        """Continue the session in ``directory`` (its session.json must parse)."""
+        """Continue the session in ``directory`` (its session.json must parse; a
+        symbolic link is refused with UnsafePathError, never written through)."""
         from .agentuse_reader import read_json_object
 
-        return cls(directory, read_json_object(directory / "session.json"), writes)
+        return cls(not_a_link(directory), read_json_object(directory / "session.json"), writes)
 
     def write_tools(self, tools: list[dict[str, Any]]) -> None:
         """Write ``tools.json``: ``{"tools": [{name, [description], [inputSchema]}]}``."""

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
+
+from .names import UnsafePathError
 
 __all__ = ["DIR_MODE", "FILE_MODE", "atomic_write", "make_private_dir", "open_private_append",
            "prepare_private_file", "write_all"]
@@ -72,9 +75,16 @@ def open_private_append(path: Path) -> int:
     """Open ``path`` for appending (created 0600 if missing); return the fd.
 
     Read-write, not write-only, so that the caller can ``pread`` what is
-    already there (the replay log checks its last byte).
+    already there (the replay log checks its last byte). A symbolic link is
+    refused (:class:`~storage.names.UnsafePathError`), never written through.
     """
-    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        return os.open(path, flags, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(f"{path} is a symbolic link; not writing through it") from None
+        raise
 
 
 def prepare_private_file(path: Path) -> Path:

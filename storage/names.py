@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_USER_ID",
     "UnsafePathError",
     "default_session_name",
+    "not_a_link",
     "safe_join",
     "sanitize_agent_name",
     "sanitize_log_name",
@@ -90,6 +91,13 @@ def default_session_name(now: datetime | None = None) -> str:
 def _check_segment(segment: str) -> None:
     if segment in ("", ".", "..") or "/" in segment or "\0" in segment or os.sep in segment:
         raise UnsafePathError(f"unsafe path segment: {segment!r}")
+
+
+def not_a_link(path: Path) -> Path:
+    """``path``, or UnsafePathError if it is a symbolic link: writers never write through one."""
+    if path.is_symlink():
+        raise UnsafePathError(f"{path} is a symbolic link; not writing through it")
+    return path
 
 
 def safe_join(root: Path, *segments: str) -> Path:

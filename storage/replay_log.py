@@ -24,11 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .files import FILE_MODE, make_private_dir, open_private_append, write_all
-from .json_style import dumps_compact
-from .names import safe_join, sanitize_log_name
+from .json_style import dumps_compact, loads
+from .names import not_a_link, safe_join, sanitize_log_name
 from .paths import SkilletPaths
 
 __all__ = ["ReplayLog", "find_log_path", "log_owner", "log_path_for", "owner_record_path"]
@@ -44,8 +42,8 @@ def _owner_path(log_path: Path) -> Path:
 
 def _read_owner(owner: Path) -> dict[str, Any] | None:
     try:
-        data = orjson.loads(owner.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        data = loads(owner.read_bytes())  # raw names may hold lone surrogates
+    except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -91,7 +89,7 @@ def log_path_for(user_id: str, session_name: str, logs_root: Path | None = None)
     Creates the user directory (0700) and the owner record; not the log.
     """
     root = logs_root if logs_root is not None else SkilletPaths.resolve().logs_root
-    make_private_dir(safe_join(root, sanitize_log_name(user_id)))
+    make_private_dir(not_a_link(safe_join(root, sanitize_log_name(user_id))))
     record = {"user_id": user_id, "session_name": session_name}
     for path in _candidates(user_id, session_name, root):
         if _claim(path, record):

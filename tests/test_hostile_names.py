@@ -212,3 +212,21 @@ def test_normalisation_twins_are_three_conversations(isolated_env: Path) -> None
         assert [t.text for t in read_turns(rec)] == [f"answer {name}"]
         assert read_session(rec).info["agent"]["name"] == name
         assert asyncio.run(store_items(rec))[0] == {"role": "user", "content": f"prompt {name}"}
+
+
+def test_a_pair_with_a_lone_surrogate_finds_its_own_log_again(tmp_path: Path) -> None:
+    first = ReplayLog("ann\ud800", "s", tmp_path).path
+    assert ReplayLog("ann\ud800", "s", tmp_path).path == first
+
+
+@pytest.mark.parametrize("names", [("ann\ud800", "s"), ("ann", "s\udcff")])
+def test_names_that_are_not_utf8_are_refused_up_front(names: tuple[str, str]) -> None:
+    with pytest.raises(ValueError, match="UTF-8"):
+        Recorder(*names)
+
+
+def test_an_empty_session_name_is_refused() -> None:
+    """"" is a mistake (an unset variable), not a name: None asks for a fresh default one."""
+    with pytest.raises(ValueError, match="empty"):
+        Recorder("ann", "")
+    assert Recorder("ann").session_name.startswith("session_")
