@@ -10,7 +10,7 @@ from pathlib import Path
 
 from storage.paths import SkilletPaths
 
-from .console import EXIT_OK, EXIT_USAGE, eprint, use_color
+from .console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
 from .logstream import EntryFormatter, LogStream, StreamFilter, parse_since
 
 
@@ -39,11 +39,11 @@ def cmd_log_stream(args: argparse.Namespace) -> int:
 
     def on_problem(text: str) -> None:
         out.flush()  # keep the diagnostic next to the lines around it on a terminal
-        eprint(f"sessiontape: {text} (line skipped)")
+        eprint(f"sessiontape: {printable(text)} (line skipped)")
 
     def on_notice(text: str) -> None:
         out.flush()
-        eprint(f"sessiontape: log stream: {text}")
+        eprint(f"sessiontape: log stream: {printable(text)}")
 
     stream = LogStream(root, on_entry=on_entry, on_problem=on_problem, on_notice=on_notice,
                        filter=StreamFilter(args.user, args.session, args.since),

@@ -13,6 +13,7 @@ from .console import (
     Style,
     eprint,
     print_json,
+    printable,
     use_color,
 )
 from .sessions import (
@@ -59,8 +60,8 @@ def _lookup(query: str, user: str | None, *, by_id: bool = True) -> SessionInfo 
     except AmbiguousSessionError as exc:
         eprint(f"{PROG}: {exc}:")
         for info in exc.candidates:
-            eprint(f"  {info.session_name}  user {info.user_id}"
-                   f"  agentuse {info.agentuse_id or '-'}")
+            eprint(printable(f"  {info.session_name}  user {info.user_id}"
+                             f"  agentuse {info.agentuse_id or '-'}"))
         return EXIT_USAGE
     except SessionLookupError as exc:
         eprint(f"{PROG}: {exc}")
@@ -69,7 +70,7 @@ def _lookup(query: str, user: str | None, *, by_id: bool = True) -> SessionInfo 
 
 def _warn(info: SessionInfo) -> None:
     for problem in info.problems:
-        eprint(f"{PROG}: warning: {problem}")
+        eprint(f"{PROG}: warning: {printable(problem)}")
 
 
 # -- list -------------------------------------------------------------------------------
@@ -88,10 +89,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     style = Style(use_color())
     header = ["NAME", "USER", "TURNS", "ITEMS", "TOKENS", "COST", "LAST ACTIVITY", "AGENTUSE DIR"]
-    rows = [[info.session_name, info.user_id, str(info.turns), str(info.items),
-             str(info.usage.tokens) if info.usage else "-",
+    rows = [[printable(info.session_name), printable(info.user_id), str(info.turns),
+             str(info.items), str(info.usage.tokens) if info.usage else "-",
              _cost(info.usage.cost if info.usage else None), _local_time(info),
-             str(info.agentuse_dir) if info.agentuse_dir else "-"] for info in sessions]
+             printable(str(info.agentuse_dir)) if info.agentuse_dir else "-"]
+            for info in sessions]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     numeric = {2, 3, 4, 5}
 
@@ -133,20 +135,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     found = _lookup(args.name, args.user)
     if isinstance(found, int):
         return found
-    _warn(found)
     view = show_session(found, full=args.full)
+    _warn(found)
     if args.json:
         print_json(view.to_json())
         return EXIT_OK
     style = Style(use_color())
     info = found
-    print(f"{style.bold}{info.session_name}{style.reset}  user {info.user_id}  "
+    print(f"{style.bold}{printable(info.session_name)}{style.reset}  "
+          f"user {printable(info.user_id)}  "
           f"{info.turns} turns  {info.items} items"
           + (f" (+{info.archived} archived)" if info.archived else ""))
     if info.usage is not None:
         print(f"usage: {_usage_text(info.usage, info.usage_main)}")
-    print(f"log: {info.log_path or '-'}")
-    print(f"agentuse: {info.agentuse_dir or '-'}")
+    print(printable(f"log: {info.log_path or '-'}"))
+    print(printable(f"agentuse: {info.agentuse_dir or '-'}"))
     if not view.turns:
         print(f"{style.dim}(no turns in the replay log){style.reset}")
     for number, turn in enumerate(view.turns, 1):
@@ -185,25 +188,25 @@ def cmd_clear(args: argparse.Namespace) -> int:
             eprint(f"{PROG}: refusing to clear {info.session_name!r} without a terminal to "
                    "confirm on; pass --yes")
             return EXIT_USAGE
-        eprint(f"This removes session {info.session_name!r} of {info.user_id}:")
+        eprint(f"This removes session {info.session_name!r} of {info.user_id!r}:")
         eprint(f"  {info.items} stored items, {info.archived} archived items, "
                f"{info.compactions} compactions and its link in {session_locations()['store']}")
-        eprint(f"  log {info.log_path or '-'}")
-        eprint(f"  AgentUse tree {info.agentuse_dir or '-'}")
+        eprint(printable(f"  log {info.log_path or '-'}"))
+        eprint(printable(f"  AgentUse tree {info.agentuse_dir or '-'}"))
         if not _confirm("Remove it?"):
             eprint(f"{PROG}: nothing removed")
             return EXIT_FAILURE
     result = clear_session(info)
     for kept in result.kept:
-        eprint(f"{PROG}: warning: {kept}")
+        eprint(f"{PROG}: warning: {printable(str(kept))}")
     if args.json:
         print_json({"session_name": info.session_name, "user_id": info.user_id,
                     **result.to_json()})
     else:
         rows = ", ".join(f"{count} from {table}" for table, count in result.rows.items())
-        print(f"cleared {info.session_name!r} of {info.user_id}: {rows or 'no store rows'}")
+        print(f"cleared {info.session_name!r} of {info.user_id!r}: {rows or 'no store rows'}")
         for path in result.removed_paths:
-            print(f"removed {path}")
+            print(printable(f"removed {path}"))
     return EXIT_FAILURE if result.kept else EXIT_OK
 
 
@@ -223,7 +226,7 @@ def cmd_path(args: argparse.Namespace) -> int:
         return EXIT_OK
     width = max(map(len, where))
     for key, value in where.items():
-        print(f"{key.ljust(width)}  {value if value is not None else '-'}")
+        print(printable(f"{key.ljust(width)}  {value if value is not None else '-'}"))
     return EXIT_OK
 
 

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Any, TextIO
 
 import orjson
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "Style", "eprint",
-           "print_json", "use_color"]
+           "print_json", "printable", "use_color"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+# C0 and C1 controls but newline and tab: what a recorded text could use to act on a terminal.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as ``\\x1b`` escapes, never acted on by the
+    terminal (recorded names and outputs may hold escape sequences); keeps newlines and tabs."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def use_color(stream: TextIO | None = None) -> bool:

@@ -57,6 +57,7 @@ from storage.log_entries import iso_ms
 from storage.log_reader import LogEntry, SessionLogTailer
 from storage.names import sanitize_log_name
 
+from .console import printable
 from .transcript import describe_step, input_text
 
 __all__ = [
@@ -205,28 +206,29 @@ class EntryFormatter:
             return None
         if source != self._last:
             self._last = source
-            return f"{self._head}── {source.label} ──{self._reset}\n{body}"
+            return f"{self._head}── {printable(source.label)} ──{self._reset}\n{body}"
         return body
 
     def _body(self, entry: LogEntry) -> str | None:
         data, dim, reset = entry.data, self._dim, self._reset
-        stamp = f"{dim}[{entry.timestamp}]{reset}"
+        stamp = f"{dim}[{printable(str(entry.timestamp))}]{reset}"
         kind = entry.kind
         if kind == "user_message":
-            return f"{stamp} {self._bold}user>{reset} {input_text(data.get('userInput'))}"
+            text = input_text(data.get("userInput"))
+            return f"{stamp} {self._bold}user>{reset} {printable(text)}"
         if kind == "final_result":
             final = data.get("finalResult")
             text = final.get("text", "") if isinstance(final, dict) else (final or "")
             model = data.get("model")
             model = f"({model}) " if model else ""
-            return f"{stamp} {self._bold}agent>{reset} {model}{text}"
+            return f"{stamp} {self._bold}agent>{reset} {printable(model + str(text))}"
         if kind != "step" or not self.steps:
             return None
         step = data.get("stepResult")
         if not isinstance(step, dict):
             return None
         what = describe_step(step)
-        return None if what is None else f"{stamp} {dim}  · {what}{reset}"
+        return None if what is None else f"{stamp} {dim}  · {printable(what)}{reset}"
 
 
 # -- one file ---------------------------------------------------------------------------

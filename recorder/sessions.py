@@ -456,6 +456,13 @@ class SessionView:
         return data
 
 
+def _created_ms(message: LoadedMessage) -> float:
+    """An exchange's ``time.created`` (0 when missing or of the wrong type)."""
+    times = message.info.get("time")
+    created = times.get("created") if isinstance(times, dict) else None
+    return created if isinstance(created, (int, float)) and not isinstance(created, bool) else 0
+
+
 def _match_messages(turns: list[Turn], messages: list[LoadedMessage]) -> list[LoadedMessage | None]:
     """The exchange of each turn: by position when the counts agree, else the nearest
     unused exchange created within a minute of the turn's start."""
@@ -467,9 +474,8 @@ def _match_messages(turns: list[Turn], messages: list[LoadedMessage]) -> list[Lo
         start = _parse_ms(turn.started) if turn.started else None
         best = None
         if start is not None and unused:
-            best = min(unused, key=lambda m: abs((m.info.get("time") or {}).get("created", 0)
-                                                 - start))
-            if abs((best.info.get("time") or {}).get("created", 0) - start) > 60_000:
+            best = min(unused, key=lambda m: abs(_created_ms(m) - start))
+            if abs(_created_ms(best) - start) > 60_000:
                 best = None
         if best is not None:
             unused.remove(best)
@@ -493,8 +499,9 @@ def show_session(info: SessionInfo, *, full: bool = False,
     """The transcript of a conversation with per-turn usage; ``full`` adds archived items."""
     where = locations or Locations.resolve()
     turns = SessionLogReader(info.log_path).turns() if info.log_path is not None else []
-    session = _fill_from_agentuse(SessionInfo(info.user_id, info.session_name,
-                                              agentuse_dir=info.agentuse_dir))
+    read = SessionInfo(info.user_id, info.session_name, agentuse_dir=info.agentuse_dir)
+    session = _fill_from_agentuse(read)  # with parts, which the listing does not read
+    info.problems.extend(p for p in read.problems if p not in info.problems)
     views = [TurnView(turn) for turn in turns]
     if session is not None:
         subagents = _subagents_by_id(session)

@@ -7,6 +7,8 @@ from typing import Any
 
 from storage.log_reader import Turn
 
+from .console import printable
+
 __all__ = ["describe_step", "input_text", "render_turns", "short"]
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
@@ -53,15 +55,15 @@ def describe_step(step: dict[str, Any]) -> str | None:
 
 
 def render_turns(turns: Iterable[Turn], *, color: bool = False, steps: bool = True) -> Iterator[str]:
-    """Yield the lines of a transcript; ``steps`` adds agents, tool calls, handoffs and
-    compactions (dimmed)."""
+    """Yield the lines of a transcript for a terminal (control characters escaped);
+    ``steps`` adds agents, tool calls, handoffs and compactions (dimmed)."""
     dim, reset = (DIM, RESET) if color else ("", "")
     for turn in turns:
-        yield f"user> {input_text(turn.user_input)}"
+        yield f"user> {printable(input_text(turn.user_input))}"
         for step in turn.steps if steps else ():
             what = describe_step(step)
             if what is not None:
-                yield f"{dim}  · {what}{reset}"
+                yield f"{dim}  · {printable(what)}{reset}"
         model = f"({turn.model}) " if turn.model else ""
         suffix = "" if turn.complete else f" {dim}[incomplete]{reset}"
-        yield f"agent> {model}{turn.text}{suffix}"
+        yield f"agent> {printable(model + turn.text)}{suffix}"

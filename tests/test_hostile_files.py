@@ -518,3 +518,127 @@ def test_cli_readers_on_a_damaged_world(isolated_env: Path) -> None:
     stderr = results["stream"].stderr
     assert f"{log}:{first_bad}:" in stderr and f"{log}:{first_bad + 1}:" in stderr
     assert f"cannot read {linked}" in stderr and "symbolic link" in stderr
+
+
+# -- writers never write through a link -------------------------------------------------
+
+
+@pytest.mark.parametrize("link", ["file", "user-dir"])
+def test_the_log_writer_does_not_write_through_a_link(tmp_path: Path, link: str) -> None:
+    from storage.names import UnsafePathError
+    from storage.replay_log import ReplayLog
+
+    root, outside = tmp_path / "logs", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "s.jsonl").write_bytes(b"precious\n")
+    if link == "file":
+        (root / "ann").mkdir(parents=True)
+        (root / "ann" / "s.jsonl").symlink_to(outside / "s.jsonl")
+    else:
+        root.mkdir()
+        (root / "ann").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UnsafePathError), ReplayLog("ann", "s", root) as log:
+        log.append({"kind": "user_message", "userInput": "x"})
+    assert (outside / "s.jsonl").read_bytes() == b"precious\n"
+
+
+def test_the_agentuse_writer_does_not_write_through_a_linked_session_dir(
+        tmp_path: Path) -> None:
+    rec = Recorder("ann", "linked")
+
+    async def turn(text: str) -> None:
+        await run_agent(rec, Agent(name="A", model=model(final(text))), text, streamed=False)
+        await rec.flush()
+
+    asyncio.run(turn("one"))
+    directory = rec.session_dir
+    assert directory is not None
+    outside = tmp_path / "outside" / directory.name
+    outside.parent.mkdir()
+    directory.rename(outside)
+    directory.symlink_to(outside, target_is_directory=True)
+    before = sorted(p.name for p in outside.iterdir())
+    asyncio.run(turn("two"))  # the run goes on; the AgentUse error is reported
+    assert rec.errors >= 1
+    assert sorted(p.name for p in outside.iterdir()) == before
+
+
+def test_a_linked_user_log_dir_leaves_the_agentuse_tree_recording(tmp_path: Path) -> None:
+    """The log cannot be set up (its user directory is a link out): reported, and the
+    AgentUse tree and the store still record the run."""
+    logs_root = SkilletPaths.resolve().logs_root
+    logs_root.mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (logs_root / "ann").symlink_to(tmp_path / "outside", target_is_directory=True)
+    rec = Recorder("ann", "logless")
+
+    async def main() -> None:
+        await run_agent(rec, Agent(name="A", model=model(final("ok"))), "q", streamed=False)
+        await rec.flush()
+
+    asyncio.run(main())
+    assert rec.errors == 1 and list((tmp_path / "outside").iterdir()) == []
+    assert rec.session_dir is not None
+    assert [m.info["user"]["prompt"]["task"] for m in load_session(rec.session_dir).messages] \
+        == ["q"]
+
+
+# -- the CLI readers on awkward recordings ------------------------------------------------
+
+
+def _record(user: str, session: str, *prompts: str) -> Recorder:
+    rec = Recorder(user, session)
+
+    async def main() -> None:
+        for prompt in prompts:
+            await run_agent(rec, Agent(name="A", model=model(final(f"answer to {prompt}"))),
+                            prompt, streamed=False)
+        await rec.flush()
+
+    asyncio.run(main())
+    return rec
+
+
+def _cli(*args: str) -> Any:
+    import subprocess
+
+    return subprocess.run([str(EXECUTABLE), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_show_warns_about_a_corrupt_part() -> None:
+    rec = _record("ann", "partly", "q")
+    assert rec.session_dir is not None
+    part = next(rec.session_dir.glob("*/part/*.json"))
+    part.write_bytes(b"")
+    done = _cli("sessions", "show", "partly")
+    assert done.returncode == 0 and str(part) in done.stderr
+    assert "user> q" in done.stdout
+
+
+def test_show_with_a_message_whose_time_is_not_an_object() -> None:
+    from recorder.sessions import find_session, show_session
+
+    rec = _record("ann", "times", "one", "two")
+    assert rec.session_dir is not None
+    first, second = sorted(rec.session_dir.glob("*/message.json"))
+    second.parent.rename(second.parent.with_name("not-an-exchange"))
+    first.write_text(json.dumps({**json.loads(first.read_text()), "time": "yesterday"}))
+    view = show_session(find_session("times"))
+    assert [t.turn.text for t in view.turns] == ["answer to one", "answer to two"]
+
+
+def test_the_cli_never_prints_terminal_escapes_from_recorded_text() -> None:
+    """Names, prompts and answers may hold escape sequences (clear screen, set title):
+    the text output shows them escaped; --json keeps them exact."""
+    user, session, prompt = "ann\x1b]0;pwned\x07", "clear\x1b[2J", "hi\x1b[31m red"
+    _record(user, session, prompt)
+    listed = _cli("sessions", "list")
+    shown = _cli("sessions", "show", session)
+    streamed = _cli("log", "stream", "--no-follow", "--steps")
+    for done in (listed, shown, streamed):
+        assert done.returncode == 0, done.stderr
+        assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout
+    assert "clear\\x1b[2J" in listed.stdout and "hi\\x1b[31m red" in shown.stdout
+    assert "hi\\x1b[31m red" in streamed.stdout
+    as_json = _cli("log", "stream", "--no-follow", "--json")
+    assert json.loads(as_json.stdout.splitlines()[0])["userInput"] == prompt
