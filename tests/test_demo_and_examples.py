@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,19 @@ def test_examples_run_offline(script: str) -> None:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout.strip()
+
+
+def test_everything_recorded_is_private_whatever_the_umask(isolated_env: Path) -> None:
+    """Directories 0700, files 0600 (the store's -wal/-shm too), even under umask 000."""
+    for _ in range(2):  # the second run continues: reopened files keep their modes
+        done = run("sh", "-c", f"umask 000 && exec {EXECUTABLE} demo --session-name private")
+        assert done.returncode == 0, done.stderr
+    roots = [isolated_env / "home", isolated_env / "skillet"]
+    found = [p for root in roots for p in [root, *root.rglob("*")]]
+    files = [p for p in found if p.is_file()]
+    assert any(p.name.endswith(".sqlite-wal") or p.name.endswith(".sqlite") for p in files)
+    assert any(p.suffix == ".jsonl" for p in files) and any(p.name == "session.json" for p in files)
+    modes = {str(p.relative_to(isolated_env)): stat.S_IMODE(p.stat().st_mode) for p in found}
+    wrong = {p: oct(m) for p, m in modes.items()
+             if m != (0o600 if (isolated_env / p).is_file() else 0o700)}
+    assert wrong == {}
