@@ -20,7 +20,7 @@ import fcntl
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,7 @@ def owner_record_path(log_path: Path) -> Path:
 class ReplayLog:
     """Appends entries to one pair's log (see :mod:`storage.log_entries`).
 
-    Thread-safe. Each :meth:`append` checks that the file is still the one it
+    Thread-safe. Each :meth:`append` (or :meth:`append_many`) checks that the file is still the one it
     has open (a rotated or deleted log is reopened) and that the last line
     ends in a newline (a line torn by a killed writer is closed first, so the
     new line stays whole). An append that fails (a full disk) raises, and
@@ -161,17 +161,24 @@ class ReplayLog:
 
     def append(self, entry: dict[str, Any]) -> None:
         """Write ``entry`` as one line; fsync after a ``final_result``."""
-        line = dumps_compact(entry) + b"\n"
+        self.append_many([entry])
+
+    def append_many(self, entries: Sequence[dict[str, Any]]) -> None:
+        """Write ``entries`` as whole lines, in one ``write`` under the lock; fsync if one
+        of them is a ``final_result``."""
+        if not entries:
+            return
+        lines = b"".join([dumps_compact(entry) + b"\n" for entry in entries])
         with self._lock:
             fd = self._locked_fd()
             try:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
-                    line = b"\n" + line
+                    lines = b"\n" + lines
                 try:
-                    write_all(fd, line)
+                    write_all(fd, lines)
                 except OSError:
-                    # A full disk may have taken part of the line: cut it off (we hold the
+                    # A full disk may have taken part of the lines: cut it off (we hold the
                     # lock), so that the file holds whole lines only, as before.
                     with contextlib.suppress(OSError):
                         if os.fstat(fd).st_size > size:
@@ -179,7 +186,7 @@ class ReplayLog:
                     raise
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-            if entry.get("kind") == "final_result":
+            if any(entry.get("kind") == "final_result" for entry in entries):
                 os.fsync(fd)
 
     def sync(self) -> None:

@@ -11,12 +11,13 @@ a step of type ``compaction`` (the log itself is never rewritten).
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 from . import log_entries as entry
 from .events import (
     AgentEnded,
-    Compacted,
     AgentStarted,
+    Compacted,
     Event,
     Handoff,
     ModelCallFinished,
@@ -42,7 +43,8 @@ def skillet_model(model: str) -> str:
 
 
 class SkilletLogSink:
-    """Appends each run of the conversation to its :class:`ReplayLog`.
+    """Appends each run of the conversation to its :class:`ReplayLog` (the lines of a
+    batch of events in one write, at :meth:`flush`).
 
     Only the conversation's own runs (the scopes of ``RunStarted`` events)
     write ``user_message``, ``text`` and ``final_result``; nested subagent
@@ -52,6 +54,7 @@ class SkilletLogSink:
     def __init__(self, log: ReplayLog) -> None:
         self.log = log
         self._roots: set[str] = set()
+        self._lines: list[dict[str, Any]] = []  # this batch's lines, until flush()
         self._handlers = {
             RunStarted: self._run_started, AgentStarted: self._agent_started,
             AgentEnded: self._agent_ended, Handoff: self._handoff, TextDelta: self._text_delta,
@@ -66,14 +69,16 @@ class SkilletLogSink:
             handler(event)  # type: ignore[operator]
 
     def flush(self) -> None:
-        """Nothing to do: each line is appended as its event comes."""
+        """Append the lines of the batch, in one write."""
+        lines, self._lines = self._lines, []
+        self.log.append_many(lines)
 
     def _step(self, event: Event, result: dict) -> None:  # type: ignore[type-arg]
-        self.log.append(entry.step(result, _stamp(event.at)))
+        self._lines.append(entry.step(result, _stamp(event.at)))
 
     def _run_started(self, event: RunStarted) -> None:
         self._roots.add(event.scope)
-        self.log.append(entry.user_message(event.user_input, _stamp(event.at)))
+        self._lines.append(entry.user_message(event.user_input, _stamp(event.at)))
 
     def _agent_started(self, event: AgentStarted) -> None:
         self._step(event, entry.agent_start(event.agent_name))
@@ -111,8 +116,8 @@ class SkilletLogSink:
     def _run_finished(self, event: RunFinished) -> None:
         if event.scope in self._roots:
             self._roots.discard(event.scope)
-            self.log.append(entry.final_result(event.final_text, model=skillet_model(event.model),
-                                               timestamp=_stamp(event.at)))
+            self._lines.append(entry.final_result(
+                event.final_text, model=skillet_model(event.model), timestamp=_stamp(event.at)))
 
     def _run_failed(self, event: RunFailed) -> None:
         if event.scope not in self._roots:
@@ -122,4 +127,4 @@ class SkilletLogSink:
                                    model=skillet_model(event.model) if event.model else None,
                                    timestamp=_stamp(event.at))
         final["error"] = {"code": event.code, "message": event.message, "type": event.error_type}
-        self.log.append(final)
+        self._lines.append(final)

@@ -405,3 +405,28 @@ def test_fsync_after_final_result_only(tmp_path: Path, monkeypatch: pytest.Monke
     log.append(le.user_message("next", TS))
     assert len(synced) == 1
     log.close()
+
+
+def test_append_many_writes_whole_lines_in_one_write(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import storage.replay_log as replay_log
+
+    log = ReplayLog(USER, "batch", tmp_path)
+    log.path.write_bytes(b'{"kind":"user_message","userInp')  # torn by a killed writer
+    writes: list[bytes] = []
+    real_write_all = replay_log.write_all
+
+    def counted(fd: int, data: bytes) -> None:
+        writes.append(data)
+        real_write_all(fd, data)
+
+    monkeypatch.setattr(replay_log, "write_all", counted)
+    batch = [le.user_message("q", TS), le.step(le.agent_start("a"), TS),
+             le.final_result("done", timestamp=TS)]
+    log.append_many(batch)
+    log.append_many([])
+    log.close()
+    assert len(writes) == 1 and writes[0].startswith(b"\n")  # the torn line closed first
+    reader = SessionLogReader(log.path)
+    assert [e.data for e in reader.entries()] == batch
+    assert [p.line for p in reader.problems] == [1]
