@@ -6,13 +6,13 @@ function_call, output, assistant), added turn by turn on fresh files:
 
 * uncompacted: a plain ``ItemStoreSession``; every item stays live;
 * compacted: a ``CompactingSession`` (threshold 40, the deterministic
-  summarizer) whose ``run_compaction()`` is called after each turn, as the
-  SDK's runner and the recorder do: N/5 compaction checks.
+  summarizer) whose ``compact()`` is called after each turn, as the
+  recorder does at the end of each run: N/5 compaction checks.
 
 Then, per side: the median ``get_items()`` time, and the size of what a run
 would send the model (``get_items()``: items and estimated tokens, via
 ``storage.compaction.estimate_tokens``). Adding is timed per turn on both
-sides; on the compacted side the time in ``run_compaction()`` is also split
+sides; on the compacted side the time in ``compact()`` is also split
 into the checks that found nothing to do and the ones that compacted. The
 compacted figures should stay flat as N grows. Each size also checks that
 nothing was lost (archive + live items, summaries aside, are the N items).
@@ -71,7 +71,7 @@ async def measure(store: ItemStore, name: str, batches: list[list[Any]],
     compactions: list[CompactionInfo] = []
     session: Any = CompactingSession(inner, threshold=DEFAULT_THRESHOLD,
                                      on_compaction=compactions.append) if compacting else inner
-    checks: list[float] = []  # seconds per run_compaction() that found nothing to do
+    checks: list[float] = []  # seconds per compact() that found nothing to do
     compacts: list[float] = []  # ... and per one that compacted
     gc.collect()
     start = time.perf_counter()
@@ -80,7 +80,7 @@ async def measure(store: ItemStore, name: str, batches: list[list[Any]],
         if compacting:
             before = len(compactions)
             began = time.perf_counter()
-            await session.run_compaction()
+            await session.compact()
             (compacts if len(compactions) > before else checks).append(
                 time.perf_counter() - began)
     add = (time.perf_counter() - start) / len(batches)

@@ -47,11 +47,11 @@ class RecorderError(RuntimeError):
 class _RecorderSession(CompactingSession):
     """The recorder's :class:`CompactingSession`.
 
-    The SDK's runner calls :meth:`add_items` and :meth:`run_compaction` inside
-    the run (after each step), so an exception there (a full disk, a locked or
-    read-only database, a summarizer that fails) would fail the run: it is
-    reported as a recording error instead (raised after the run in strict
-    mode), and that batch of items is not stored. Batches are whole turns (a
+    The SDK's runner calls :meth:`add_items` inside the run (after each
+    step), so an exception there (a full disk, a locked or read-only
+    database) would fail the run: it is reported as a recording error instead
+    (raised after the run in strict mode), and that batch of items is not
+    stored. Batches are whole turns (a
     tool call with its output), so the stored history stays consistent, only
     shorter. :meth:`get_items` raises when there is a history it cannot read
     (running without it would silently forget the conversation), but a store
@@ -78,12 +78,6 @@ class _RecorderSession(CompactingSession):
         try:
             await super().add_items(items)
         except (OSError, sqlite3.Error) as exc:
-            self._report(exc)
-
-    async def run_compaction(self, args: Any = None) -> None:
-        try:
-            await super().run_compaction(args)
-        except Exception as exc:
             self._report(exc)
 
 
@@ -221,10 +215,14 @@ class Recorder:
         return self._active
 
     async def end_run(self, session: Any) -> None:
-        """Before a run's end is recorded: compact if the SDK did not (some providers give
-        no response id, and then the runner never asks). Errors are only reported."""
+        """Before a run's end is recorded: compact the stored history if it is over the
+        threshold. A failure (a summarizer that is down) is only reported: the history
+        stays as it was."""
         if session is self.session:
-            await self.session.run_compaction()
+            try:
+                await self.session.compact()
+            except Exception as exc:
+                self.report(exc)
 
     def _compacted(self, info: CompactionInfo) -> None:
         scope = self._active

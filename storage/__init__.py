@@ -30,7 +30,8 @@ _EXPORTS = {
                         "SessionScan", "SessionSummary", "load_session", "scan_sessions"],
     "agentuse_writer": ["AgentUseMessage", "AgentUsePart", "AgentUseSession",
                         "DocumentWrites"],
-    "compaction": ["CompactingSession", "CompactionInfo", "archived_items", "plan_compaction"],
+    "compaction": ["AutoCompactingSession", "CompactingSession", "CompactionInfo",
+                   "archived_items", "plan_compaction"],
     "events": ["Tokens"],
     "ids": ["new_ulid"],
     "item_store": ["ItemStore", "ItemStoreSession", "StoredSession"],
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
     from .agentuse_reader import (CorruptFileError, LoadedMessage, LoadedSession, ReadProblem,
                                   SessionScan, SessionSummary, load_session, scan_sessions)
     from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, DocumentWrites
-    from .compaction import CompactingSession, CompactionInfo, archived_items, plan_compaction
+    from .compaction import (AutoCompactingSession, CompactingSession, CompactionInfo,
+                             archived_items, plan_compaction)
     from .events import Tokens
     from .ids import new_ulid
     from .item_store import ItemStore, ItemStoreSession, StoredSession

@@ -1,9 +1,9 @@
 """Compaction: the item store stays bounded, and nothing is lost.
 
 :class:`CompactingSession` wraps an :class:`~storage.item_store.ItemStoreSession`.
-After a turn has been saved (the SDK's runner calls :meth:`run_compaction`;
-the recorder also calls it after each run, for providers that give no
-response id), if more than ``threshold`` *candidates* are stored (items other
+When :meth:`~CompactingSession.compact` is called (by the recorder at the
+end of every run; by the SDK's runner after each saved step for an
+:class:`AutoCompactingSession`), if more than ``threshold`` *candidates* are stored (items other
 than user messages, ``compaction`` items and our summaries), the older part of
 the history is replaced by what a :class:`~storage.summarizers.Summarizer`
 makes of it, and the most recent items are kept verbatim:
@@ -45,6 +45,7 @@ from .tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
 __all__ = [
     "ARCHIVE_TABLE",
     "COMPACTIONS_TABLE",
+    "AutoCompactingSession",
     "CompactingSession",
     "CompactionInfo",
     "CompactionPlan",
@@ -257,11 +258,14 @@ async def archived_items(store_path: Path, user_id: str,
 
 
 class CompactingSession(SessionABC):
-    """An SDK ``Session`` over the item store that compacts itself (see the module doc).
+    """An SDK ``Session`` over the item store that compacts when :meth:`compact` is
+    called (see the module doc); the recorder calls it at the end of every run.
 
-    ``threshold=None`` turns automatic compaction off; ``run_compaction({"force":
-    True})`` still compacts on demand. ``on_compaction`` is called with a
-    :class:`CompactionInfo` after each compaction.
+    ``threshold=None`` turns threshold compaction off; ``compact(force=True)``
+    still compacts on demand. ``on_compaction`` is called with a
+    :class:`CompactionInfo` after each compaction. It has no ``run_compaction``,
+    so the SDK's runner does no compaction bookkeeping for it (see
+    :class:`AutoCompactingSession`).
     """
 
     def __init__(self, inner: ItemStoreSession, *, threshold: int | None = DEFAULT_THRESHOLD,
@@ -307,10 +311,6 @@ class CompactingSession(SessionABC):
         """How many stored items count toward the threshold now."""
         return sum(is_candidate(item) for _, item in await self._rows())
 
-    async def run_compaction(self, args: OpenAIResponsesCompactionArgs | None = None) -> None:
-        """Compact if over the threshold (or always with ``{"force": True}``)."""
-        await self.compact(force=bool(args and args.get("force")))
-
     async def compact(self, *, force: bool = False) -> CompactionInfo | None:
         """Compact now if needed (or forced); return what was done, or None."""
         if self.threshold is None and not force:
@@ -344,3 +344,18 @@ class CompactingSession(SessionABC):
         if self.on_compaction is not None:
             self.on_compaction(info)
         return info
+
+
+class AutoCompactingSession(CompactingSession):
+    """A :class:`CompactingSession` the SDK's runner compacts by itself: it calls
+    :meth:`run_compaction` after each saved step of a model response with an id.
+
+    For a session used without the recorder. The price: the runner then
+    digests the whole model input before every model call (its bookkeeping
+    for compaction-aware sessions), quadratic in a run's length: 9% of a run
+    of 600 sequential tool calls (docs/performance.md).
+    """
+
+    async def run_compaction(self, args: OpenAIResponsesCompactionArgs | None = None) -> None:
+        """Compact if over the threshold (or always with ``{"force": True}``)."""
+        await self.compact(force=bool(args and args.get("force")))

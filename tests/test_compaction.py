@@ -26,6 +26,7 @@ from openai.types.responses import ResponseCompactionItem
 from storage.compaction import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
+    AutoCompactingSession,
     CompactingSession,
     CompactionInfo,
     archived_items,
@@ -129,7 +130,7 @@ def db(tmp_path: Path) -> Path:
 async def opened(path: Path, **kwargs: Any) -> AsyncIterator[CompactingSession]:
     store = ItemStore(path)
     try:
-        yield CompactingSession(store.session(USER, NAME), **kwargs)
+        yield AutoCompactingSession(store.session(USER, NAME), **kwargs)
     finally:
         await store.close()
 
@@ -347,7 +348,7 @@ def test_threshold_none_never_compacts_automatically(db: Path) -> None:
 def test_threshold_must_be_positive(db: Path) -> None:
     store = ItemStore(db)
     with pytest.raises(ValueError):
-        CompactingSession(store.session(USER, NAME), threshold=0)
+        AutoCompactingSession(store.session(USER, NAME), threshold=0)
 
 
 @pytest.mark.parametrize("moved", [False, True], ids=["whole-turns", "latest-user-moved"])
@@ -490,7 +491,7 @@ def test_other_sessions_are_untouched(db: Path) -> None:
         try:
             other = store.session(USER, "other")
             await other.add_items(turn(0) + turn(1))
-            session = CompactingSession(store.session(USER, NAME), threshold=3, keep=2)
+            session = AutoCompactingSession(store.session(USER, NAME), threshold=3, keep=2)
             for i in range(4):
                 await session.add_items(turn(i))
             assert await session.compact() is not None
@@ -788,7 +789,7 @@ CHILD = textwrap.dedent("""
         store = ItemStore(path)
         summarizer = Dying() if mode == "summarize" else None
         session = CompactingSession(store.session(%(user)r, %(name)r), threshold=None,
-                                    keep=keep, summarizer=summarizer)
+                                keep=keep, summarizer=summarizer)
         await session.add_items(last_turn)   # committed by this process before it dies
         await session.compact(force=True)
         print("survived", flush=True)
@@ -873,3 +874,24 @@ def test_an_item_only_the_careful_decoder_reads_is_compacted_too(db: Path) -> No
     live, archived = asyncio.run(main())
     assert odd in archived and odd not in live
     assert not any(i.get("call_id") == "c_odd" for i in live)
+
+
+def test_only_the_auto_session_makes_the_runner_do_compaction_bookkeeping(db: Path) -> None:
+    """The SDK's runner digests the whole model input before every model call for a
+    session with ``run_compaction``: the recorder's session has none (it compacts at the
+    end of each run), AutoCompactingSession has it for use without the recorder."""
+    from agents.memory import is_openai_responses_compaction_aware_session
+
+    from recorder import Recorder
+
+    async def main() -> None:
+        store = ItemStore(db)
+        try:
+            inner = store.session(USER, NAME)
+            assert not is_openai_responses_compaction_aware_session(CompactingSession(inner))
+            assert is_openai_responses_compaction_aware_session(AutoCompactingSession(inner))
+        finally:
+            await store.close()
+        assert not is_openai_responses_compaction_aware_session(Recorder(USER, NAME).session)
+
+    asyncio.run(main())

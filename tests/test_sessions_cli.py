@@ -72,7 +72,7 @@ def record_all() -> Recorded:
             agent = Agent(name="Counter", tools=[square], model=model(
                 tools_step(call("square", {"n": turn})), final(f"counted {turn}", usage(7, 3))))
             await run_agent(compacted, agent, f"count {turn}", streamed=False)
-        await compacted.session.run_compaction({"force": True})
+        await compacted.session.compact(force=True)
         recorders.append(compacted)
         await asyncio.sleep(0.01)  # strictly newer than the others
         # bob/trip: the same name as ann's, one plain turn (the newest session)
