@@ -253,17 +253,18 @@ def _part_files(directory: Path) -> list[Path]:
     part_dir = directory / "part"
     if not _is_real_dir(part_dir):
         return []
-    return sorted(Path(e.path) for e in os.scandir(part_dir)
-                  if e.name.endswith(".json") and not e.name.startswith("."))
+    names = sorted(e.name for e in os.scandir(part_dir)
+                   if e.name.endswith(".json") and not e.name.startswith("."))
+    return [part_dir / name for name in names]
 
 
 def _load_message(directory: Path, ours: bool, parts: bool) -> LoadedMessage | None:
-    part_files = _part_files(directory)
-    if not _exists(directory / "message.json") and not part_files:
+    if not _exists(directory / "message.json") and not _part_files(directory):
         return None  # an exchange directory made just before a crash: nothing to lose
     info = read_json_object(directory / "message.json")
     if not parts:
         return LoadedMessage(directory, info, [])
+    part_files = _part_files(directory)
     return LoadedMessage(directory, info, _order_parts([read_json_object(p) for p in part_files],
                                                        ours))
 
