@@ -15,12 +15,12 @@ After an untimed warm-up of both sides, the rounds run baseline and recorded
 on fresh files in new directories, in alternating order; the figures are
 medians over the rounds. The SDK sends the whole history to the model on
 every turn, so a run is quadratic in CALLS on both sides alike: about 30 s
-per run at 600 calls on a 2-CPU machine, 3.5 minutes in all with the
+per run at 600 calls on a 2-CPU machine, about 7 minutes in all with the
 defaults (``--rounds 1`` for a quick look). All files go to a temporary directory
 (``SKILLET_HOME`` and the XDG directories point into it), never to the home
 directory or the repo.
 
-    python bench/recording_overhead.py [--calls 600] [--rounds 3] [--dir DIR]
+    python bench/recording_overhead.py [--calls 600] [--rounds 5] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ def report(figures: dict[str, dict[str, float]], calls: int) -> list[tuple[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=600, help="sequential tool calls in the turn")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (median)")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the files go (default: a temp dir in the system's temp dir)")
     args = parser.parse_args()
