@@ -48,6 +48,7 @@ from scripted import (
 )
 
 from recorder import Recorder
+from recorder.writer import BATCH_WINDOW
 
 USER = "crash@example.com"
 SESSION = "crash-loop"
@@ -63,8 +64,9 @@ def lookup(key: str) -> str:
 
 @function_tool
 async def fetch(key: str) -> str:
-    """Fetches a key (takes a moment)."""
-    await asyncio.sleep(0.002)
+    """Fetches a key (as long as the writer's batch window: a run's lines and files reach
+    the disk in several batches, so kills land between batches, not only before all)."""
+    await asyncio.sleep(BATCH_WINDOW)
     return f"fetched {key}"
 
 
