@@ -93,3 +93,27 @@ def test_a_function_of_your_own(tmp_path: Path) -> None:
     rec = _record(lambda text: text.replace("key", "k**"))
     assert "check my k** [REDACTED" not in rec.log_path.read_text()
     assert "check my k** AKIA" in rec.log_path.read_text()
+
+
+def test_nothing_is_sent_over_the_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recording, compacting, listing and replaying open no connection (the model here is
+    scripted; a real model's own calls are the SDK's, not ours)."""
+    import socket
+
+    from recorder.sessions import find_session, list_sessions, show_session
+
+    attempts: list[object] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        attempts.append(args)
+        raise OSError("the network is off in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    rec = _record(True)
+    asyncio.run(rec.session.compact(force=True))
+    assert [s.session_name for s in list_sessions()] == ["secrets"]
+    assert len(show_session(find_session("secrets")).turns) == 1
+    assert attempts == [] and rec.errors == 0
