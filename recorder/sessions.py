@@ -295,22 +295,22 @@ def _log_only(logs_root: Path, known: set[Path]) -> Iterable[tuple[str, str, Pat
                 yield user_dir.name, path.stem, path
 
 
-def _fill_from_log(info: SessionInfo) -> list[Turn]:
+def _fill_from_log(info: SessionInfo) -> None:
+    """The turn count, times and problems of ``info``'s log."""
     if info.log_path is None:
-        return []
+        return
     reader = SessionLogReader(info.log_path)
     try:
         turns = reader.turns()
     except OSError as exc:
         info.problems.append(f"{info.log_path}: cannot read: {exc.strerror or exc}")
-        return []
+        return
     info.problems.extend(str(p) for p in reader.problems)
     info.turns = len(turns)
     stamps = [ms for t in turns for ms in (_parse_ms(t.ended or t.started),) if ms is not None]
     if stamps:
         info.first_ms = min([info.first_ms or stamps[0], *stamps])
         info.last_ms = max([info.last_ms or 0, *stamps])
-    return turns
 
 
 def _fill_from_agentuse(info: SessionInfo, *, parts: bool = True) -> LoadedSession | None:
