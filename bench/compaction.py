@@ -11,7 +11,7 @@ function_call, output, assistant), added turn by turn on fresh files:
 
 Then, per side: the median ``get_items()`` time, and the size of what a run
 would send the model (``get_items()``: items and estimated tokens, via
-``storage.compaction.estimate_tokens``). Adding is timed per turn on both
+``sessiontape.storage.compaction.estimate_tokens``). Adding is timed per turn on both
 sides; on the compacted side the time in ``compact()`` is also split
 into the checks that found nothing to do and the ones that compacted. The
 compacted figures should stay flat as N grows. Each size also checks that
@@ -30,15 +30,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from storage.compaction import (
+from sessiontape.storage.compaction import (
     DEFAULT_THRESHOLD,
     CompactingSession,
     CompactionInfo,
     archived_items,
     estimate_tokens,
 )
-from storage.item_store import ItemStore
-from storage.summarizers import is_summary
+from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.summarizers import is_summary
 from timing import median, timed
 
 ITEMS_PER_TURN = 5

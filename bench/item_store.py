@@ -21,7 +21,7 @@ from typing import Any
 
 from agents.memory import SQLiteSession
 
-from storage.item_store import ItemStore
+from sessiontape.storage.item_store import ItemStore
 from timing import median, timed
 
 ITEMS_PER_TURN = 5

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import orjson
 
-from storage import log_entries as e
+from sessiontape.storage import log_entries as e
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 SEQ = re.compile(rb"bench seq (\d+)")

@@ -45,11 +45,11 @@ from agents.testing import (
 )
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
-import storage.agentuse_writer
-from recorder import Price, Recorder
-from recorder.writer import WRITER
-from storage.compaction import archived_items
-from storage.summarizers import is_summary
+import sessiontape.storage.agentuse_writer
+from sessiontape import Price, Recorder
+from sessiontape.writer import WRITER
+from sessiontape.storage.compaction import archived_items
+from sessiontape.storage.summarizers import is_summary
 
 TARGET_RATIO = 1.10
 WARM_UP_CALLS = 20
@@ -116,14 +116,14 @@ class CountedWrites:
 
     def __init__(self) -> None:
         self.count = 0
-        self._write = storage.agentuse_writer.atomic_write
+        self._write = sessiontape.storage.agentuse_writer.atomic_write
 
     def __enter__(self) -> CountedWrites:
-        storage.agentuse_writer.atomic_write = self._counted  # type: ignore[assignment]
+        sessiontape.storage.agentuse_writer.atomic_write = self._counted  # type: ignore[assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        storage.agentuse_writer.atomic_write = self._write  # type: ignore[assignment]
+        sessiontape.storage.agentuse_writer.atomic_write = self._write  # type: ignore[assignment]
 
     def _counted(self, path: Path, data: bytes) -> None:
         self.count += 1

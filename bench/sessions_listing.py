@@ -6,7 +6,7 @@ fsyncs or renames, so generation takes seconds; one worker per CPU):
 
 * the item store: 5 rows per turn in ``session_items`` (user message,
   reasoning, function call, its output, assistant message) and the pair's row
-  in ``sessiontape_links``; WAL mode, as :class:`storage.item_store.ItemStore`
+  in ``sessiontape_links``; WAL mode, as :class:`sessiontape.storage.item_store.ItemStore`
   leaves it;
 * the JSONL replay log with its owner record: 1-3 turns of ``user_message``,
   agent/tool/text steps and ``final_result``;
@@ -57,12 +57,12 @@ from typing import Any
 import orjson
 from ulid import ULID
 
-from storage import log_entries as e
-from storage.json_style import dumps_compact, dumps_pretty
-from storage.names import sanitize_agent_name, sanitize_log_name
+from sessiontape.storage import log_entries as e
+from sessiontape.storage.json_style import dumps_compact, dumps_pretty
+from sessiontape.storage.names import sanitize_agent_name, sanitize_log_name
 from timing import median
-from storage.item_store import SCHEMA as ITEM_SCHEMA
-from storage.links import SCHEMA as LINKS_SCHEMA
+from sessiontape.storage.item_store import SCHEMA as ITEM_SCHEMA
+from sessiontape.storage.links import SCHEMA as LINKS_SCHEMA
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 USERS = 40
@@ -307,7 +307,7 @@ def parse_every_file(roots: list[Path]) -> int:
 
 
 def profile_listing(top: int) -> str:
-    from recorder.sessions import list_sessions
+    from sessiontape.sessions import list_sessions
 
     profiler = cProfile.Profile()
     profiler.enable()
@@ -338,8 +338,8 @@ def measure(home: Path, sessions: int, repeat: int) -> list[tuple[str, str, str,
         "a generated session did not list whole"
     assert sum(s["items"] for s in listed) == sum(ITEMS_PER_TURN * s["turns"] for s in listed)
 
-    import storage.item_store  # noqa: F401  (list_sessions imports the Agents SDK: not timed)
-    from recorder.sessions import find_session, list_sessions, show_session
+    import sessiontape.storage.item_store  # noqa: F401  (list_sessions imports the Agents SDK: not timed)
+    from sessiontape.sessions import find_session, list_sessions, show_session
 
     startup = run_timed([exe, "sessions", "list", "--json"],
                         {**os.environ, **environment(empty)}, repeat)

@@ -8,7 +8,7 @@ import asyncio
 from agents import Agent, RunConfig, Runner
 from agents.testing import ModelStep, ScriptedModel, assistant_message
 
-from recorder import Recorder
+from sessiontape import Recorder
 
 
 async def main() -> None:

@@ -8,7 +8,7 @@ import asyncio
 from agents import Agent, RunConfig
 from agents.testing import ModelStep, ScriptedModel, assistant_message
 
-from recorder import Recorder
+from sessiontape import Recorder
 
 
 async def main() -> None:

@@ -8,7 +8,7 @@ import asyncio
 from agents import Agent, RunConfig, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
-from recorder import Recorder
+from sessiontape import Recorder
 
 
 @function_tool

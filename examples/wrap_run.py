@@ -10,7 +10,7 @@ import sys
 from agents import Agent, RunConfig
 from agents.testing import ModelStep, ScriptedModel, assistant_message
 
-from recorder import Recorder
+from sessiontape import Recorder
 
 
 async def main() -> None:

@@ -1,6 +1,6 @@
-"""sessiontape recorder: records OpenAI Agents SDK runs into the AgentUse and skillet layouts.
+"""sessiontape: records OpenAI Agents SDK runs into the AgentUse and skillet layouts.
 
-    from recorder import Recorder
+    from sessiontape import Recorder
     rec = Recorder(user_id="john@example.com", session_name="demo")
     result = await rec.run(agent, "prompt")
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from storage.lazy import lazy_exports
-from storage.version import __version__
+from sessiontape.storage.lazy import lazy_exports
+from sessiontape.storage.version import __version__
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "pricing": ["DEFAULT_PRICES", "Price", "PriceTable"],

@@ -1,4 +1,4 @@
-"""``python -m recorder``: the sessiontape command line."""
+"""``python -m sessiontape``: the sessiontape command line."""
 
 from .cli import main
 

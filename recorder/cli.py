@@ -9,9 +9,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from storage.names import DEFAULT_USER_ID
-from storage.paths import resolved_paths
-from storage.version import __version__
+from sessiontape.storage.names import DEFAULT_USER_ID
+from sessiontape.storage.paths import resolved_paths
+from sessiontape.storage.version import __version__
 
 from . import cli_logs, cli_run, cli_sessions
 from .console import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, print_json, use_color
@@ -35,7 +35,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("sessiontape demo: --model needs OPENAI_API_KEY (leave it out to run offline)",
               file=sys.stderr)
         return EXIT_USAGE
-    from storage.log_reader import SessionLogReader
+    from sessiontape.storage.log_reader import SessionLogReader
 
     from .demo import DEMO_SESSION, demo_paths, run_demo
     from .transcript import render_turns

@@ -1,4 +1,4 @@
-"""``sessiontape log stream``: a thin verb over :mod:`recorder.logstream`."""
+"""``sessiontape log stream``: a thin verb over :mod:`sessiontape.logstream`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from storage.paths import SkilletPaths
+from sessiontape.storage.paths import SkilletPaths
 
 from .console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
 from .logstream import EntryFormatter, LogStream, StreamFilter, parse_since

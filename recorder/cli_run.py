@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from storage.names import DEFAULT_USER_ID, default_session_name
+from sessiontape.storage.names import DEFAULT_USER_ID, default_session_name
 
 from .console import (
     EXIT_FAILURE,
@@ -42,7 +42,7 @@ Ctrl-C     cancels a running answer (recorded as interrupted); at the prompt it 
 
 def history_path() -> Path:
     """The chat's readline history: ``<skillet state>/.sessiontape_chat_history``."""
-    from storage.paths import SkilletPaths
+    from sessiontape.storage.paths import SkilletPaths
     return SkilletPaths.resolve().state / HISTORY_FILE
 
 

@@ -4,7 +4,7 @@
 or the bundled demo agent, built afresh per prompt because its scripted models
 are used up by one turn). :class:`Conversation` opens ``(user, session)``,
 replays its earlier turns from the JSONL log, and runs prompts (streamed or
-not) through a :class:`~recorder.recorder.Recorder`, printing the answer.
+not) through a :class:`~sessiontape.recorder.Recorder`, printing the answer.
 The model sees the history from the item store (the recorder's session).
 """
 
@@ -21,8 +21,8 @@ from typing import Any, TextIO, TypeVar
 
 from agents import Agent, RunConfig
 
-from storage.compaction import CompactionInfo
-from storage.log_reader import SessionLogReader, Turn
+from sessiontape.storage.compaction import CompactionInfo
+from sessiontape.storage.log_reader import SessionLogReader, Turn
 
 from .console import Style
 from .pricing import Price

@@ -21,7 +21,7 @@ from openai.types.responses import ResponseReasoningItem
 from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
-from storage.log_reader import SessionLogReader
+from sessiontape.storage.log_reader import SessionLogReader
 
 from .pricing import DEFAULT_PRICES
 from .recorder import Recorder

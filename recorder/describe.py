@@ -7,7 +7,7 @@ from typing import Any
 from agents import Agent, Handoff, ModelResponse, RunConfig
 from agents.models.default_models import get_default_model
 
-from storage.events import AgentInfo, Tokens, ToolInfo, Usage
+from sessiontape.storage.events import AgentInfo, Tokens, ToolInfo, Usage
 
 from .pricing import PriceTable, split_model
 

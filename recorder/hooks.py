@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agents import Agent, ModelResponse, RunContextWrapper, RunHooks, Tool
 from agents.tool_context import ToolContext
 
-from storage.events import (
+from sessiontape.storage.events import (
     AgentEnded,
     AgentStarted,
     Event,
@@ -24,8 +24,8 @@ from storage.events import (
     ToolFinished,
     ToolStarted,
 )
-from storage.ids import new_ulid
-from storage.json_style import safe_str
+from sessiontape.storage.ids import new_ulid
+from sessiontape.storage.json_style import safe_str
 
 from .describe import model_name, response_content, response_usage
 

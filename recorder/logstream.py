@@ -9,7 +9,7 @@ The library behind ``sessiontape log stream``:
   the path: the rest of the old file, then the new one), partial last lines
   (held back until their newline) and malformed lines (reported once, with
   file and line, through ``on_problem``). A root that does not exist yet is
-  waited for. Each file is read by a :class:`storage.log_reader.SessionLogTailer`.
+  waited for. Each file is read by a :class:`sessiontape.storage.log_reader.SessionLogTailer`.
 * :class:`StreamFilter` keeps the files of one user/session and the entries
   since a moment; :func:`parse_since` reads ``10m``/``2h``/``1d`` or ISO times.
 * :class:`EntryFormatter` turns entries into skillet's lines
@@ -53,9 +53,9 @@ from typing import Any
 
 import orjson
 
-from storage.log_entries import iso_ms
-from storage.log_reader import LogEntry, SessionLogTailer
-from storage.names import sanitize_log_name
+from sessiontape.storage.log_entries import iso_ms
+from sessiontape.storage.log_reader import LogEntry, SessionLogTailer
+from sessiontape.storage.names import sanitize_log_name
 
 from .console import printable
 from .transcript import describe_step, input_text

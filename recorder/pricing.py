@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from storage.events import Tokens
+from sessiontape.storage.events import Tokens
 
 __all__ = ["DEFAULT_PRICES", "Price", "PriceTable", "split_model"]
 

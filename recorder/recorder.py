@@ -15,18 +15,18 @@ from agents import Agent, RunConfig, RunHooks, Runner, RunResult, RunResultStrea
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
-from storage.agentuse_sink import AgentUseSink
-from storage.events import Event, Sink
-from storage.compaction import DEFAULT_THRESHOLD, CompactingSession, CompactionInfo
-from storage.events import Compacted
-from storage.item_store import ItemStore
-from storage.redaction import Redactor, as_redactor
-from storage.summarizers import Summarizer
-from storage.links import agentuse_dir_for, find_agentuse_dir
-from storage.names import DEFAULT_USER_ID, UnsafePathError, default_session_name
-from storage.paths import SkilletPaths, project_key, sessions_root_for_key
-from storage.replay_log import ReplayLog
-from storage.skillet_sink import SkilletLogSink
+from sessiontape.storage.agentuse_sink import AgentUseSink
+from sessiontape.storage.events import Event, Sink
+from sessiontape.storage.compaction import DEFAULT_THRESHOLD, CompactingSession, CompactionInfo
+from sessiontape.storage.events import Compacted
+from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.redaction import Redactor, as_redactor
+from sessiontape.storage.summarizers import Summarizer
+from sessiontape.storage.links import agentuse_dir_for, find_agentuse_dir
+from sessiontape.storage.names import DEFAULT_USER_ID, UnsafePathError, default_session_name
+from sessiontape.storage.paths import SkilletPaths, project_key, sessions_root_for_key
+from sessiontape.storage.replay_log import ReplayLog
+from sessiontape.storage.skillet_sink import SkilletLogSink
 
 from .hooks import RecorderHooks
 from .pricing import Price, PriceTable
@@ -112,7 +112,7 @@ class Recorder:
     the stored history beyond ``compaction_threshold`` items (``None``: only
     on demand) with ``summarizer`` (default: offline and deterministic).
     ``redact=True`` removes common API keys and tokens from everything written
-    (see :mod:`storage.redaction`). A new ``Recorder`` with
+    (see :mod:`sessiontape.storage.redaction`). A new ``Recorder`` with
     the same pair continues the conversation, in this process or another.
 
     Recording never changes or fails the run: the recorder's own errors are

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from agents import Agent, MaxTurnsExceeded, RunConfig
 from agents.tool_context import ToolContext
 
-from storage.events import (
+from sessiontape.storage.events import (
     Event,
     RunFailed,
     RunFinished,
@@ -17,8 +17,8 @@ from storage.events import (
     TextDelta,
     ToolFailed,
 )
-from storage.ids import new_ulid
-from storage.json_style import safe_str
+from sessiontape.storage.ids import new_ulid
+from sessiontape.storage.json_style import safe_str
 
 from .describe import agent_info, model_name, user_text
 from .hooks import RecorderHooks, now_ms

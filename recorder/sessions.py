@@ -10,7 +10,7 @@ places, and this module joins them:
 * its AgentUse session tree (tokens and cost of each exchange).
 
 Every reader here only reads: no store table, log owner record or directory
-is ever created (the log path is *found* the way :func:`storage.replay_log.
+is ever created (the log path is *found* the way :func:`sessiontape.storage.replay_log.
 log_path_for` would choose it, without claiming it). Only
 :func:`clear_session` changes anything.
 
@@ -39,18 +39,18 @@ from pathlib import Path
 from typing import Any
 
 
-from storage.agentuse_reader import (
+from sessiontape.storage.agentuse_reader import (
     CorruptFileError,
     LoadedMessage,
     LoadedSession,
     load_session,
     split_session_dir_name,
 )
-from storage.links import read_links
-from storage.log_reader import SessionLogReader, Turn
-from storage.replay_log import find_log_path, log_owner, owner_record_path
-from storage.paths import SkilletPaths, agentuse_sessions_root
-from storage.tables import (ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE,
+from sessiontape.storage.links import read_links
+from sessiontape.storage.log_reader import SessionLogReader, Turn
+from sessiontape.storage.replay_log import find_log_path, log_owner, owner_record_path
+from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
+from sessiontape.storage.tables import (ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE,
                             StoredSession, list_sessions_sql)
 
 __all__ = [
@@ -512,7 +512,7 @@ def show_session(info: SessionInfo, *, full: bool = False,
                 view.usage = _exchange_usage(message, subagents)
     archived = None
     if full:
-        from storage.compaction import archived_items
+        from sessiontape.storage.compaction import archived_items
 
         archived = asyncio.run(archived_items(where.store_file, info.user_id, info.session_name))
     return SessionView(info, views, archived)

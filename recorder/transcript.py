@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from storage.log_reader import Turn
+from sessiontape.storage.log_reader import Turn
 
 from .console import printable
 

@@ -19,7 +19,7 @@ import queue
 import threading
 from typing import Protocol
 
-from storage.events import Event, Sink
+from sessiontape.storage.events import Event, Sink
 
 __all__ = ["BATCH_WINDOW", "EXIT_FLUSH_TIMEOUT", "MAX_BATCH", "WRITER", "EventWriter", "Target"]
 

@@ -1,7 +1,7 @@
-"""sessiontape storage: the AgentUse tree and the skillet store and log, read and written.
+"""sessiontape.storage: the AgentUse tree and the skillet store and log, read and written.
 
 The public names are available here; each is imported from its module on
-first use (so that ``import storage`` does not pay for the Agents SDK until
+first use (so that ``import sessiontape.storage`` does not pay for the Agents SDK until
 the item store is needed). The modules behind them:
 
 =====================  =====================================================

@@ -1,7 +1,7 @@
 """Writes the AgentUse tree: session.json, tools.json, message.json and parts.
 
 Every file is rewritten whole and atomically (temp file + rename) with
-AgentUse's byte-level JSON rules (:func:`storage.json_style.dumps_pretty`).
+AgentUse's byte-level JSON rules (:func:`sessiontape.storage.json_style.dumps_pretty`).
 The objects here keep the current document of each file in memory, so an
 update changes a few fields and rewrites the file, at once or, batched by
 :class:`DocumentWrites`, once per burst of updates. They are not thread-safe:
@@ -193,7 +193,7 @@ class AgentUseSession:
         """Create ``root/{ULID}-{sanitized agent name}/session.json`` with status ``running``.
 
         ``root`` is a project's ``session/`` directory (see
-        :func:`storage.paths.agentuse_sessions_root`). ``config`` holds extra
+        :func:`sessiontape.storage.paths.agentuse_sessions_root`). ``config`` holds extra
         config fields (``timeout``, ``mcpServers``, ``subagents``). ``session_id``
         is a ULID the caller made beforehand (default: a new one); ``directory``
         a session directory chosen beforehand too (default: named from the id

@@ -1,11 +1,11 @@
 """Compaction: the item store stays bounded, and nothing is lost.
 
-:class:`CompactingSession` wraps an :class:`~storage.item_store.ItemStoreSession`.
+:class:`CompactingSession` wraps an :class:`~sessiontape.storage.item_store.ItemStoreSession`.
 When :meth:`~CompactingSession.compact` is called (by the recorder at the
 end of every run; by the SDK's runner after each saved step for an
 :class:`AutoCompactingSession`), if more than ``threshold`` *candidates* are stored (items other
 than user messages, ``compaction`` items and our summaries), the older part of
-the history is replaced by what a :class:`~storage.summarizers.Summarizer`
+the history is replaced by what a :class:`~sessiontape.storage.summarizers.Summarizer`
 makes of it, and the most recent items are kept verbatim:
 
 * a ``function_call`` is never split from its output, nor a reasoning item from

@@ -76,7 +76,7 @@ def open_private_append(path: Path) -> int:
 
     Read-write, not write-only, so that the caller can ``pread`` what is
     already there (the replay log checks its last byte). A symbolic link is
-    refused (:class:`~storage.names.UnsafePathError`), never written through.
+    refused (:class:`~sessiontape.storage.names.UnsafePathError`), never written through.
     """
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     try:

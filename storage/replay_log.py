@@ -123,7 +123,7 @@ def owner_record_path(log_path: Path) -> Path:
 
 
 class ReplayLog:
-    """Appends entries to one pair's log (see :mod:`storage.log_entries`).
+    """Appends entries to one pair's log (see :mod:`sessiontape.storage.log_entries`).
 
     Thread-safe. Each :meth:`append` (or :meth:`append_many`) checks that the file is still the one it
     has open (a rotated or deleted log is reopened) and that the last line

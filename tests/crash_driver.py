@@ -47,8 +47,8 @@ from scripted import (
     usage,
 )
 
-from recorder import Recorder
-from recorder.writer import BATCH_WINDOW
+from sessiontape import Recorder
+from sessiontape.writer import BATCH_WINDOW
 
 USER = "crash@example.com"
 SESSION = "crash-loop"

@@ -18,9 +18,9 @@ from openai.types.responses import ResponseOutputMessage, ResponseOutputText, Re
 from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
-from recorder import Recorder
-from storage.agentuse_reader import LoadedMessage, LoadedSession, load_session
-from storage.log_reader import SessionLogReader, Turn
+from sessiontape import Recorder
+from sessiontape.storage.agentuse_reader import LoadedMessage, LoadedSession, load_session
+from sessiontape.storage.log_reader import SessionLogReader, Turn
 
 __all__ = [
     "PRICED_MODEL",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.agentuse_reader import CorruptFileError, load_session, scan_sessions
-from storage.agentuse_writer import WRITER_VERSION, AgentUseSession, DocumentWrites, Tokens
-from storage.ids import is_ulid
+from sessiontape.storage.agentuse_reader import CorruptFileError, load_session, scan_sessions
+from sessiontape.storage.agentuse_writer import WRITER_VERSION, AgentUseSession, DocumentWrites, Tokens
+from sessiontape.storage.ids import is_ulid
 
 T0 = 1795341733139
 PROJECT = "/home/dev/proj"
@@ -370,7 +370,7 @@ def test_scan_of_a_missing_root_is_empty(tmp_path: Path) -> None:
 
 def test_batched_writes_write_each_file_once_in_first_touched_order(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import storage.agentuse_writer as writer_module
+    import sessiontape.storage.agentuse_writer as writer_module
 
     written: list[str] = []
     real_write = writer_module.atomic_write
@@ -401,7 +401,7 @@ def test_batched_writes_write_each_file_once_in_first_touched_order(
 
 def test_a_failed_batched_file_does_not_stop_the_others(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import storage.agentuse_writer as writer_module
+    import sessiontape.storage.agentuse_writer as writer_module
 
     real_write = writer_module.atomic_write
 

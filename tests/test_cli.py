@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.paths import agentuse_sessions_root
-from storage.version import __version__
+from sessiontape.storage.paths import agentuse_sessions_root
+from sessiontape.storage.version import __version__
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 
@@ -38,7 +38,7 @@ def test_paths_json_follows_the_environment(tmp_path: Path) -> None:
 
 def test_paths_text_and_module_entry_point_agree(tmp_path: Path) -> None:
     text = run("paths", "--project", str(tmp_path)).stdout
-    module = subprocess.run([sys.executable, "-m", "recorder", "paths", "--project", str(tmp_path)],
+    module = subprocess.run([sys.executable, "-m", "sessiontape", "paths", "--project", str(tmp_path)],
                             capture_output=True, text=True, timeout=60)
     assert module.returncode == 0 and module.stdout == text
     rows = dict(line.split(None, 1) for line in text.splitlines())

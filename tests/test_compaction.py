@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.types.responses import ResponseCompactionItem
 
-from storage.compaction import (
+from sessiontape.storage.compaction import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
     AutoCompactingSession,
@@ -33,8 +33,8 @@ from storage.compaction import (
     is_candidate,
     plan_compaction,
 )
-from storage.item_store import ItemStore
-from storage.summarizers import (
+from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.summarizers import (
     SUMMARY_HEADER,
     DeterministicSummarizer,
     ModelSummarizer,
@@ -745,10 +745,10 @@ CHILD = textwrap.dedent("""
     import asyncio, json, os, signal, sqlite3, sys, types
     from pathlib import Path
 
-    import storage.compaction as compaction
-    from storage.compaction import CompactingSession
-    from storage.item_store import ItemStore
-    from storage.summarizers import DeterministicSummarizer
+    import sessiontape.storage.compaction as compaction
+    from sessiontape.storage.compaction import CompactingSession
+    from sessiontape.storage.item_store import ItemStore
+    from sessiontape.storage.summarizers import DeterministicSummarizer
 
     mode, path, keep = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     last_turn = json.loads(sys.argv[4])
@@ -882,7 +882,7 @@ def test_only_the_auto_session_makes_the_runner_do_compaction_bookkeeping(db: Pa
     end of each run), AutoCompactingSession has it for use without the recorder."""
     from agents.memory import is_openai_responses_compaction_aware_session
 
-    from recorder import Recorder
+    from sessiontape import Recorder
 
     async def main() -> None:
         store = ItemStore(db)

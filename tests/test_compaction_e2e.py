@@ -31,8 +31,8 @@ from scripted import (
     usage,
 )
 
-from recorder import Recorder
-from storage.compaction import (
+from sessiontape import Recorder
+from sessiontape.storage.compaction import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
     DEFAULT_THRESHOLD,
@@ -40,7 +40,7 @@ from storage.compaction import (
     estimate_tokens,
     is_candidate,
 )
-from storage.summarizers import DeterministicSummarizer, is_summary, summary_text
+from sessiontape.storage.summarizers import DeterministicSummarizer, is_summary, summary_text
 
 USER = "ann@example.com"
 TURNS = 30

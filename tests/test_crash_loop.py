@@ -23,12 +23,12 @@ import orjson
 import pytest
 from crash_driver import SESSION, USER, final_text
 
-from storage.agentuse_reader import load_session, scan_sessions
-from storage.links import find_agentuse_dir
-from storage.log_reader import SessionLogReader
-from storage.paths import SkilletPaths, agentuse_data_root
-from storage.replay_log import find_log_path
-from storage.tables import ARCHIVE_TABLE
+from sessiontape.storage.agentuse_reader import load_session, scan_sessions
+from sessiontape.storage.links import find_agentuse_dir
+from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.paths import SkilletPaths, agentuse_data_root
+from sessiontape.storage.replay_log import find_log_path
+from sessiontape.storage.tables import ARCHIVE_TABLE
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "crash_driver.py"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.agentuse_reader import load_session
-from storage.item_store import ItemStore
-from storage.log_reader import SessionLogReader
+from sessiontape.storage.agentuse_reader import load_session
+from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.log_reader import SessionLogReader
 
 REPO = Path(__file__).resolve().parent.parent
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")

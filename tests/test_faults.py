@@ -28,9 +28,9 @@ from agents import Agent, function_tool
 from agents.testing import ScriptedModel
 from scripted import call, final, model, read_session, read_turns, run_agent, tools_step
 
-from recorder import Recorder, RecorderError
-from storage.log_reader import SessionLogReader
-from storage.paths import SkilletPaths, agentuse_data_root
+from sessiontape import Recorder, RecorderError
+from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.paths import SkilletPaths, agentuse_data_root
 
 BULK = 20_000  # a tool output this long needs new pages in the store
 

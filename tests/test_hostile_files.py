@@ -27,13 +27,13 @@ from scripted import call, final, model, run_agent, tools_step, usage
 from test_log_reader import READERS, text_line, texts
 from test_sessions_cli import EXECUTABLE, run_all
 
-from recorder import Recorder
-from storage import log_entries as le
-from storage.agentuse_reader import CorruptFileError, load_session, scan_sessions
-from storage.agentuse_writer import AgentUseSession
-from storage.json_style import dumps_compact
-from storage.log_reader import SessionLogReader, SessionLogTailer
-from storage.paths import SkilletPaths
+from sessiontape import Recorder
+from sessiontape.storage import log_entries as le
+from sessiontape.storage.agentuse_reader import CorruptFileError, load_session, scan_sessions
+from sessiontape.storage.agentuse_writer import AgentUseSession
+from sessiontape.storage.json_style import dumps_compact
+from sessiontape.storage.log_reader import SessionLogReader, SessionLogTailer
+from sessiontape.storage.paths import SkilletPaths
 
 SECRET = "SECRET-OUTSIDE-THE-ROOT"
 
@@ -525,8 +525,8 @@ def test_cli_readers_on_a_damaged_world(isolated_env: Path) -> None:
 
 @pytest.mark.parametrize("link", ["file", "user-dir"])
 def test_the_log_writer_does_not_write_through_a_link(tmp_path: Path, link: str) -> None:
-    from storage.names import UnsafePathError
-    from storage.replay_log import ReplayLog
+    from sessiontape.storage.names import UnsafePathError
+    from sessiontape.storage.replay_log import ReplayLog
 
     root, outside = tmp_path / "logs", tmp_path / "outside"
     outside.mkdir()
@@ -616,7 +616,7 @@ def test_show_warns_about_a_corrupt_part() -> None:
 
 
 def test_show_with_a_message_whose_time_is_not_an_object() -> None:
-    from recorder.sessions import find_session, show_session
+    from sessiontape.sessions import find_session, show_session
 
     rec = _record("ann", "times", "one", "two")
     assert rec.session_dir is not None

@@ -21,13 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted import final, model, read_session, read_turns, run_agent, store_items
 
-from recorder import Recorder
-from storage.agentuse_reader import load_session, scan_sessions
-from storage.agentuse_writer import AgentUseSession
-from storage.item_store import ItemStore
-from storage.log_reader import SessionLogReader
-from storage.paths import SkilletPaths
-from storage.replay_log import ReplayLog, log_owner
+from sessiontape import Recorder
+from sessiontape.storage.agentuse_reader import load_session, scan_sessions
+from sessiontape.storage.agentuse_writer import AgentUseSession
+from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.replay_log import ReplayLog, log_owner
 
 CAFE_NFC = unicodedata.normalize("NFC", "Café")
 CAFE_NFD = unicodedata.normalize("NFD", "Café")

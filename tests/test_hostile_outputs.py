@@ -38,9 +38,9 @@ from scripted import (
     tools_step,
 )
 
-from recorder import Recorder
-from storage.agentuse_reader import read_json_object, scan_sessions
-from storage.json_style import (
+from sessiontape import Recorder
+from sessiontape.storage.agentuse_reader import read_json_object, scan_sessions
+from sessiontape.storage.json_style import (
     CIRCULAR,
     MAX_DEPTH,
     TOO_DEEP,
@@ -49,8 +49,8 @@ from storage.json_style import (
     js_values,
     loads,
 )
-from storage.log_reader import SessionLogReader
-from storage.paths import SkilletPaths
+from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.paths import SkilletPaths
 
 
 class Unprintable:

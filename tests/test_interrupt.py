@@ -10,15 +10,15 @@ import textwrap
 import time
 from pathlib import Path
 
-from storage.agentuse_reader import load_session
-from storage.log_reader import SessionLogReader
+from sessiontape.storage.agentuse_reader import load_session
+from sessiontape.storage.log_reader import SessionLogReader
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = textwrap.dedent("""
     import asyncio, sys
     sys.path.insert(0, "tests")
     from scripted import blocking_agent
-    from recorder import Recorder
+    from sessiontape import Recorder
 
     async def main():
         agent, started = blocking_agent("c_int")
@@ -60,7 +60,7 @@ CRASH = textwrap.dedent("""
     from agents import Agent
     from agents.testing import ModelStep
     from scripted import model
-    from recorder import Recorder
+    from sessiontape import Recorder
 
     async def main():
         rec = Recorder(session_name="crashed")

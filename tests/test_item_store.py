@@ -30,7 +30,7 @@ from agents import Agent, Runner, function_tool
 from agents.memory import SessionSettings
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 
-from storage.item_store import ItemStore, StoredSession
+from sessiontape.storage.item_store import ItemStore, StoredSession
 
 REPO = Path(__file__).resolve().parent.parent
 USER = "john@example.com"
@@ -544,7 +544,7 @@ def test_cancelled_add_items_is_all_or_nothing(db: Path, yields: int) -> None:
 def test_an_unclosed_store_does_not_block_exit(db: Path) -> None:
     script = textwrap.dedent("""
         import asyncio, sys, threading
-        from storage.item_store import ItemStore
+        from sessiontape.storage.item_store import ItemStore
 
         STORE = ItemStore(sys.argv[1])  # kept alive and never closed, as the Runner does
 
@@ -557,9 +557,8 @@ def test_an_unclosed_store_does_not_block_exit(db: Path) -> None:
         print("workers alive:", sum("_connection_worker_thread" in t.name
                                     for t in threading.enumerate()))
     """)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", script, str(db)], env=env, cwd=REPO,
+    done = subprocess.run([sys.executable, "-c", script, str(db)], cwd=REPO,
                           capture_output=True, text=True, timeout=10)
     assert time.monotonic() - started < 10
     assert done.returncode == 0, done.stderr
@@ -636,7 +635,7 @@ def test_preparing_an_open_store_does_not_drop_its_locks(tmp_path: Path) -> None
     import subprocess
     import sys
 
-    from storage.files import prepare_private_file
+    from sessiontape.storage.files import prepare_private_file
 
     path = tmp_path / "s.sqlite"
     writer = sq.connect(path, isolation_level=None)

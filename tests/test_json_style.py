@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.json_style import CIRCULAR, dumps_compact, dumps_pretty
+from sessiontape.storage.json_style import CIRCULAR, dumps_compact, dumps_pretty
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 import pytest
 
-from storage import log_entries as le
-from storage.log_reader import INCOMPLETE_TURN, LogEntry, SessionLogReader, SessionLogTailer
-from storage.replay_log import ReplayLog
+from sessiontape.storage import log_entries as le
+from sessiontape.storage.log_reader import INCOMPLETE_TURN, LogEntry, SessionLogReader, SessionLogTailer
+from sessiontape.storage.replay_log import ReplayLog
 
 TS = "2026-11-22T10:09:32.893Z"
 MODEL = "openai/gpt-4.1-nano"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from storage import log_entries as e
-from storage.log_entries import iso_ms
+from sessiontape.storage import log_entries as e
+from sessiontape.storage.log_entries import iso_ms
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 WAIT = 10.0  # seconds to wait for an expected line (the polling fallback rescans every 1.5 s)
@@ -394,7 +394,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(root: Path) -> None:
 
 def test_idle_files_are_parked_and_resumed_in_process(tmp_path: Path) -> None:
     """The library: more files than open descriptors allowed; parked files resume where they were."""
-    from recorder.logstream import LogStream
+    from sessiontape.logstream import LogStream
 
     logs = tmp_path / "logs"
     paths = [write(logs / "u" / f"s{i}.jsonl", line(e.user_message(f"first {i}"))) for i in range(6)]

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.ids import is_ulid, new_ulid, ulid_ms
-from storage.names import (
+from sessiontape.storage.ids import is_ulid, new_ulid, ulid_ms
+from sessiontape.storage.names import (
     MAX_NAME,
     UnsafePathError,
     default_session_name,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from storage import paths
-from storage.paths import SkilletPaths, agentuse_sessions_root, project_hash, resolved_paths
+from sessiontape.storage import paths
+from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root, project_hash, resolved_paths
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -101,7 +101,7 @@ def test_installed_uses_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 
 
 def test_site_packages_is_not_a_checkout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    fake = tmp_path / "lib" / "site-packages" / "storage" / "paths.py"
+    fake = tmp_path / "lib" / "site-packages" / "sessiontape" / "storage" / "paths.py"
     fake.parent.mkdir(parents=True)
     (tmp_path / ".git").mkdir()
     monkeypatch.setattr(paths, "__file__", str(fake))

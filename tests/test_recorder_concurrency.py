@@ -24,9 +24,9 @@ from scripted import (
     usage,
 )
 
-from recorder import Recorder
-from storage.agentuse_reader import scan_sessions
-from storage.paths import SkilletPaths, agentuse_sessions_root
+from sessiontape import Recorder
+from sessiontape.storage.agentuse_reader import scan_sessions
+from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
 
 
 @function_tool

@@ -25,10 +25,10 @@ from scripted import (
     usage,
 )
 
-from recorder import Recorder, RecorderError
-from storage.agentuse_sink import AgentUseSink
-from storage.log_reader import SessionLogReader
-from storage.skillet_sink import SkilletLogSink
+from sessiontape import Recorder, RecorderError
+from sessiontape.storage.agentuse_sink import AgentUseSink
+from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.skillet_sink import SkilletLogSink
 
 STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
 
@@ -297,7 +297,7 @@ def test_strict_mode_raises_after_the_run(streamed: bool, monkeypatch: pytest.Mo
 
 def test_a_failing_hook_does_not_touch_the_run(monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
-    import recorder.hooks as hooks
+    import sessiontape.hooks as hooks
 
     def bad_usage(*args: Any) -> Any:
         raise ValueError("bad usage object")
@@ -340,9 +340,9 @@ def test_strict_mode_keeps_the_runs_own_exception(streamed: bool,
 def test_a_linked_directory_without_session_json_is_used_whatever_the_agent() -> None:
     """A process died after linking the conversation to its AgentUse directory and before
     writing session.json; the next run, by another agent, writes into that directory."""
-    from storage.agentuse_reader import load_session, scan_sessions
-    from storage.links import agentuse_dir_for
-    from storage.paths import SkilletPaths, project_key, sessions_root_for_key
+    from sessiontape.storage.agentuse_reader import load_session, scan_sessions
+    from sessiontape.storage.links import agentuse_dir_for
+    from sessiontape.storage.paths import SkilletPaths, project_key, sessions_root_for_key
 
     linked = agentuse_dir_for(SkilletPaths.resolve().store_file, "u", "died",
                               sessions_root_for_key(project_key()), "First agent")

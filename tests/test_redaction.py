@@ -10,8 +10,8 @@ import pytest
 from agents import Agent, RunConfig, function_tool
 from scripted import call, final, model, tools_step
 
-from recorder import Recorder
-from storage.redaction import DEFAULT_PATTERNS, Redactor
+from sessiontape import Recorder
+from sessiontape.storage.redaction import DEFAULT_PATTERNS, Redactor
 
 OPENAI_KEY = "sk-proj-" + "A1b2C3d4" * 5
 AWS_KEY = "AKIA" + "ABCDEFGHIJKLMNOP"
@@ -100,7 +100,7 @@ def test_nothing_is_sent_over_the_network(monkeypatch: pytest.MonkeyPatch) -> No
     scripted; a real model's own calls are the SDK's, not ours)."""
     import socket
 
-    from recorder.sessions import find_session, list_sessions, show_session
+    from sessiontape.sessions import find_session, list_sessions, show_session
 
     attempts: list[object] = []
 

@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 import pytest
 
-from storage import log_entries as le
-from storage import replay_log
-from storage.log_reader import SessionLogReader
-from storage.replay_log import ReplayLog, log_path_for
+from sessiontape.storage import log_entries as le
+from sessiontape.storage import replay_log
+from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.replay_log import ReplayLog, log_path_for
 
 TS = "2026-05-27T20:11:02.482Z"
 USER = "john@example.com"
@@ -409,7 +409,7 @@ def test_fsync_after_final_result_only(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_append_many_writes_whole_lines_in_one_write(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import storage.replay_log as replay_log
+    import sessiontape.storage.replay_log as replay_log
 
     log = ReplayLog(USER, "batch", tmp_path)
     log.path.write_bytes(b'{"kind":"user_message","userInp')  # torn by a killed writer

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from recorder.agent_loader import AgentLoadError, load_agent
-from storage.item_store import ItemStore
-from storage.log_reader import SessionLogReader, Turn
-from storage.names import DEFAULT_USER_ID
-from storage.replay_log import ReplayLog
+from sessiontape.agent_loader import AgentLoadError, load_agent
+from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.log_reader import SessionLogReader, Turn
+from sessiontape.storage.names import DEFAULT_USER_ID
+from sessiontape.storage.replay_log import ReplayLog
 
 EXECUTABLE = str(Path(sys.executable).with_name("sessiontape"))
 LISBON = ("A day in Lisbon: it is sunny and 21°C, so start in the old town early and end at "
@@ -404,7 +404,7 @@ def test_chat_answers_prompts_helps_compacts_and_exits(terminals: Any) -> None:
 
 
 def test_chat_replays_an_existing_session_first(terminals: Any) -> None:
-    from recorder.demo import run_demo
+    from sessiontape.demo import run_demo
 
     async def demo_turn() -> None:
         done = await run_demo(user_id=DEFAULT_USER_ID, session_name="again")

@@ -26,9 +26,9 @@ import pytest
 from agents import Agent, function_tool
 from scripted import call, final, model, run_agent, tools_step, usage
 
-from recorder import Recorder
-from storage.agentuse_reader import LoadedSession, load_session
-from storage.paths import SkilletPaths
+from sessiontape import Recorder
+from sessiontape.storage.agentuse_reader import LoadedSession, load_session
+from sessiontape.storage.paths import SkilletPaths
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 ANN, BOB = "ann@example.com", "bob@example.com"

@@ -8,8 +8,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from recorder.writer import EventWriter
-from storage.events import Event
+from sessiontape.writer import EventWriter
+from sessiontape.storage.events import Event
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -88,8 +88,8 @@ def test_queued_events_are_written_at_interpreter_exit(tmp_path: Path) -> None:
     out = tmp_path / "written.txt"
     script = textwrap.dedent(f"""
         import time
-        from recorder.writer import WRITER
-        from storage.events import Event
+        from sessiontape.writer import WRITER
+        from sessiontape.storage.events import Event
 
         class Slow:
             def __init__(self):
