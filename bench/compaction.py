@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from timing import median, timed
+
 from sessiontape.storage.compaction import (
     DEFAULT_THRESHOLD,
     CompactingSession,
@@ -39,7 +41,6 @@ from sessiontape.storage.compaction import (
 )
 from sessiontape.storage.item_store import ItemStore
 from sessiontape.storage.summarizers import is_summary
-from timing import median, timed
 
 ITEMS_PER_TURN = 5
 READS = 21
@@ -149,7 +150,8 @@ def main() -> None:
     rows += report(figures)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print("  ".join(cells).rstrip())
     print(f"(threshold {DEFAULT_THRESHOLD}, {ITEMS_PER_TURN} items per turn, medians of "
           f"{args.rounds} rounds; {time.perf_counter() - start:.0f} s in all)")
 

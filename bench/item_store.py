@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from agents.memory import SQLiteSession
+from timing import median, timed
 
 from sessiontape.storage.item_store import ItemStore
-from timing import median, timed
 
 ITEMS_PER_TURN = 5
 FULL_READS = 21
@@ -106,7 +106,7 @@ def main() -> None:
     rows += report(figures, args.turns)
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)))
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
 
 
 if __name__ == "__main__":

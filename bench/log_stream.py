@@ -125,7 +125,8 @@ def latency(base: Path, lines: int, idle: int, interval: float) -> None:
     hot.parent.mkdir(parents=True, exist_ok=True)
     hot.write_bytes(realistic_turn(random.Random(2), 1))
     followers = [
-        Follower("sessiontape log stream", [str(EXECUTABLE), "log", "stream", "--logs-dir", str(root)]),
+        Follower("sessiontape log stream",
+                 [str(EXECUTABLE), "log", "stream", "--logs-dir", str(root)]),
         Follower("sessiontape log stream --poll",
                  [str(EXECUTABLE), "log", "stream", "--poll", "--logs-dir", str(root)]),
         Follower("tail -F", ["tail", "-F", "-n", "0", str(hot)]),
@@ -211,8 +212,8 @@ def throughput(base: Path, size_mb: float, repeat: int) -> None:
          timed([str(EXECUTABLE), "log", "stream", "--no-follow", "--logs-dir", str(root)], repeat),
          True),
         ("sessiontape ... --no-follow --steps",
-         timed([str(EXECUTABLE), "log", "stream", "--no-follow", "--steps", "--logs-dir", str(root)],
-               repeat), True),
+         timed([str(EXECUTABLE), "log", "stream", "--no-follow", "--steps", "--logs-dir",
+                str(root)], repeat), True),
         ("sessiontape ... --no-follow --json",
          timed([str(EXECUTABLE), "log", "stream", "--no-follow", "--json", "--logs-dir", str(root)],
                repeat), True),

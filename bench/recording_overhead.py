@@ -47,9 +47,9 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 
 import sessiontape.storage.agentuse_writer
 from sessiontape import Price, Recorder
-from sessiontape.writer import WRITER
 from sessiontape.storage.compaction import archived_items
 from sessiontape.storage.summarizers import is_summary
+from sessiontape.writer import WRITER
 
 TARGET_RATIO = 1.10
 WARM_UP_CALLS = 20
@@ -237,8 +237,9 @@ async def run(calls: int, rounds: int, directory: Path) -> dict[str, dict[str, f
               flush=True)
     figures = {side: {key: median([r[key] for r in results]) for key in results[0]}
                for side, results in runs.items()}
-    figures["recorded"]["round_ratio"] = median(
-        [ours["wall"] / base["wall"] for base, ours in zip(runs["baseline"], runs["recorded"])])
+    pairs = zip(runs["baseline"], runs["recorded"], strict=True)
+    figures["recorded"]["round_ratio"] = median([ours["wall"] / base["wall"]
+                                                 for base, ours in pairs])
     return figures
 
 
@@ -280,7 +281,8 @@ def main() -> None:
     rows += report(figures, args.calls)
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print("  ".join(cells).rstrip())
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def table(output: str, first_header_cell: str) -> list[list[str]]:
                 if not row.strip() or row.startswith("("):
                     break
                 bounds = [*starts[1:], None]
-                rows.append([row[s:e].strip() for s, e in zip(starts, bounds)])
+                rows.append([row[s:e].strip() for s, e in zip(starts, bounds, strict=True)])
             return rows
     return []
 
@@ -272,7 +272,7 @@ def print_summary(results: list[Result]) -> None:
             rows.append((result.name if number_ == 0 else "", *row))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def main() -> int:

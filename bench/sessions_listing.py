@@ -55,14 +55,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from timing import median
 from ulid import ULID
 
 from sessiontape.storage import log_entries as e
-from sessiontape.storage.json_style import dumps_compact, dumps_pretty
-from sessiontape.storage.names import sanitize_agent_name, sanitize_log_name
-from timing import median
 from sessiontape.storage.item_store import SCHEMA as ITEM_SCHEMA
+from sessiontape.storage.json_style import dumps_compact, dumps_pretty
 from sessiontape.storage.links import SCHEMA as LINKS_SCHEMA
+from sessiontape.storage.names import sanitize_agent_name, sanitize_log_name
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 USERS = 40
@@ -422,7 +422,8 @@ def main() -> None:
         rows += measure(home, args.sessions, args.repeat)
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         for row in rows:
-            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+            cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+            print("  ".join(cells).rstrip())
         print(f"(medians of {args.repeat}, page cache warm; floor = what list reads, in C, "
               "parsed not at all)")
         if args.profile:

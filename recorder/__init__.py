@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sessiontape.storage.lazy import lazy_exports
-from sessiontape.storage.version import __version__
+from sessiontape.storage.version import __version__ as __version__
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "pricing": ["DEFAULT_PRICES", "Price", "PriceTable"],
@@ -21,6 +21,10 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
 })
 
 
+# For type checkers, which cannot read the computed __all__: `X as X` re-exports X.
 if TYPE_CHECKING:
-    from .pricing import DEFAULT_PRICES, Price, PriceTable
-    from .recorder import Recorder, RecorderError
+    from .pricing import DEFAULT_PRICES as DEFAULT_PRICES
+    from .pricing import Price as Price
+    from .pricing import PriceTable as PriceTable
+    from .recorder import Recorder as Recorder
+    from .recorder import RecorderError as RecorderError

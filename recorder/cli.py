@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "print where it went and the replayed transcript. Offline with a "
                     "scripted model unless --model is given. Each run continues the "
                     "same conversation.")
-    demo.add_argument("--user-email", default=DEFAULT_USER_ID, help="user id (default: %(default)s)")
+    demo.add_argument("--user-email", default=DEFAULT_USER_ID,
+                      help="user id (default: %(default)s)")
     demo.add_argument("--session-name", default=None,
                       help="conversation to continue (default: the demo's own, "
                            "sessiontape_demo)")

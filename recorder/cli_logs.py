@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from datetime import datetime
 from pathlib import Path
 
+from sessiontape.storage.log_reader import LogEntry
 from sessiontape.storage.paths import SkilletPaths
 
 from .console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
-from .logstream import EntryFormatter, LogStream, StreamFilter, parse_since
+from .logstream import EntryFormatter, LogSource, LogStream, StreamFilter, parse_since
 
 
 def _since(text: str) -> datetime:
@@ -26,13 +28,13 @@ def cmd_log_stream(args: argparse.Namespace) -> int:
     root = args.logs_dir or SkilletPaths.resolve().logs_root
     follow = not args.no_follow
     out = sys.stdout
-    if follow:
+    if follow and isinstance(out, io.TextIOWrapper):  # a StringIO stand-in has no buffering
         out.reconfigure(line_buffering=True)
     formatter = EntryFormatter(steps=args.steps, json=args.json,
                                color=not args.json and use_color(out))
     write, fmt = out.write, formatter.format
 
-    def on_entry(source, entry) -> None:  # type: ignore[no-untyped-def]
+    def on_entry(source: LogSource, entry: LogEntry) -> None:
         text = fmt(source, entry)
         if text is not None:
             write(text + "\n")
@@ -65,7 +67,7 @@ def _log_usage(args: argparse.Namespace) -> int:
     return EXIT_USAGE
 
 
-def register(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``log`` verb and its ``stream`` subcommand."""
     log = verbs.add_parser("log", help="read skillet JSONL replay logs",
                            description="Read skillet JSONL replay logs.")

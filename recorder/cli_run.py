@@ -254,7 +254,7 @@ def _common(parser: argparse.ArgumentParser, *, stream: bool) -> None:
                         help="print the answer as it arrives (default: %(default)s)")
 
 
-def register(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``run`` and ``chat``."""
     run = verbs.add_parser(
         "run", help="run one prompt through an agent, recorded",

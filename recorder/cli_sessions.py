@@ -233,7 +233,7 @@ def cmd_path(args: argparse.Namespace) -> int:
 # -- registration -----------------------------------------------------------------------
 
 
-def register(verbs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``sessions`` and its subcommands."""
     sessions = verbs.add_parser(
         "sessions", help="list, show, clear and locate recorded conversations",

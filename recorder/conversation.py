@@ -25,6 +25,7 @@ from sessiontape.storage.compaction import CompactionInfo
 from sessiontape.storage.log_reader import SessionLogReader, Turn
 
 from .console import Style
+from .describe import output_text_delta
 from .pricing import Price
 from .recorder import Recorder
 from .transcript import render_turns
@@ -127,11 +128,6 @@ def _answer_text(value: Any) -> str:
     return str(dump()) if callable(dump) else str(value)
 
 
-def _is_text_delta(event: Any) -> bool:
-    return event.type == "raw_response_event" and \
-        getattr(event.data, "type", "") == "response.output_text.delta"
-
-
 class Conversation:
     """One conversation ``(user_id, session_name)``, run prompt by prompt.
 
@@ -196,17 +192,17 @@ class Conversation:
         result = self.recorder.run_streamed(agent, prompt, run_config=config)
         self.out.write(self.prefix)
         printed = False
-        item = None
+        item: str | None = None  # the message whose text is being printed
         try:
             async for event in result.stream_events():
-                if not _is_text_delta(event):
+                delta = output_text_delta(event)
+                if delta is None:
                     continue
-                item_id = getattr(event.data, "item_id", None)
-                if printed and item_id != item:
+                if printed and delta.item_id != item:
                     self.out.line()  # a new message of the same run: a line of its own
-                item = item_id
-                self.out.write(event.data.delta)
-                printed = printed or bool(event.data.delta)
+                item = delta.item_id
+                self.out.write(delta.delta)
+                printed = printed or bool(delta.delta)
         except asyncio.CancelledError:
             result.cancel()
             self.out.line()

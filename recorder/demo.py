@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from agents import Agent, RunConfig, Usage, function_tool
+from agents.items import TResponseStreamEvent
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
-from openai.types.responses import ResponseReasoningItem
+from openai.types.responses import ResponseReasoningItem, ResponseTextDeltaEvent
 from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from sessiontape.storage.log_reader import SessionLogReader
 
+from .describe import output_text_delta
 from .pricing import DEFAULT_PRICES
 from .recorder import Recorder
 
@@ -67,9 +69,10 @@ class DemoModel(ScriptedModel):
 
     model = "scripted-demo"
 
-    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+    async def stream_response(self, *args: Any,
+                              **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
         async for event in super().stream_response(*args, **kwargs):
-            if getattr(event, "type", "") != "response.output_text.delta":
+            if not isinstance(event, ResponseTextDeltaEvent):
                 yield event
                 continue
             words = event.delta.split(" ")
@@ -175,9 +178,9 @@ async def run_demo(*, user_id: str, session_name: str = DEMO_SESSION, model: str
     result = recorder.run_streamed(agent, prompt,
                                    run_config=RunConfig(tracing_disabled=model is None))
     async for event in result.stream_events():
-        if on_text and event.type == "raw_response_event" and \
-                getattr(event.data, "type", "") == "response.output_text.delta":
-            on_text(event.data.delta)
+        delta = output_text_delta(event)
+        if on_text and delta is not None:
+            on_text(delta.delta)
     inputs = len(planner.first_call.input) if planner and planner.first_call else None
     return DemoResult(recorder, str(result.final_output), prompt, inputs, earlier)
 

@@ -1,17 +1,24 @@
-"""What the recorder reads off SDK objects: agents, models, inputs, responses."""
+"""What the recorder reads off SDK objects: agents, models, inputs, responses, stream events."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agents import Agent, Handoff, ModelResponse, RunConfig
+from agents import Agent, Handoff, ModelResponse, RawResponsesStreamEvent, RunConfig, StreamEvent
 from agents.models.default_models import get_default_model
+from openai.types.responses import (
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+    ResponseTextDeltaEvent,
+)
 
 from sessiontape.storage.events import AgentInfo, Tokens, ToolInfo, Usage
 
 from .pricing import PriceTable, split_model
 
-__all__ = ["agent_info", "model_name", "response_content", "response_usage", "user_text"]
+__all__ = ["agent_info", "model_name", "output_text_delta", "response_content", "response_usage",
+           "user_text"]
 
 
 def _model_object_name(model: Any) -> str:
@@ -88,19 +95,33 @@ def response_usage(response: ModelResponse, model: str, prices: PriceTable) -> U
     return Usage(tokens, prices.cost(model, tokens))
 
 
-def response_content(response: ModelResponse) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+def _reasoning_text(item: ResponseReasoningItem) -> str:
+    """The item's summaries, else its reasoning text; "" if it has neither."""
+    summary = "\n".join(s.text for s in item.summary or ())  # None if built unvalidated
+    return summary or "\n".join(c.text for c in item.content or () if c.text)
+
+
+def _message_text(item: ResponseOutputMessage) -> str:
+    """The output text of an assistant message (refusals left out)."""
+    return "".join(c.text for c in item.content if isinstance(c, ResponseOutputText))
+
+
+def response_content(response: ModelResponse
+                     ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
     """The reasoning summaries and the ``(message id, text)`` pairs of a response."""
     reasoning: list[str] = []
     texts: list[tuple[str, str]] = []
     for item in response.output:
-        kind = getattr(item, "type", None)
-        if kind == "reasoning":
-            summary = "\n".join(s.text for s in getattr(item, "summary", None) or ())
-            content = "\n".join(c.text for c in getattr(item, "content", None) or ()
-                                if getattr(c, "text", None))
-            if summary or content:
-                reasoning.append(summary or content)
-        elif kind == "message":
-            text = "".join(c.text for c in item.content if getattr(c, "type", "") == "output_text")
-            texts.append((str(getattr(item, "id", "") or ""), text))
+        if isinstance(item, ResponseReasoningItem):
+            text = _reasoning_text(item)
+            if text:
+                reasoning.append(text)
+        elif isinstance(item, ResponseOutputMessage):
+            texts.append((item.id or "", _message_text(item)))
     return tuple(reasoning), tuple(texts)
+
+
+def output_text_delta(event: StreamEvent) -> ResponseTextDeltaEvent | None:
+    """The text delta inside a stream event (a raw ``response.output_text.delta``), or None."""
+    data = event.data if isinstance(event, RawResponsesStreamEvent) else None
+    return data if isinstance(data, ResponseTextDeltaEvent) else None

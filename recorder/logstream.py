@@ -254,20 +254,20 @@ class _Tailer(SessionLogTailer):
         os.close(self._fd)
         self._fd = None
 
-    def _open(self) -> bool:
+    def _open(self) -> int | None:
         parked, self._parked = self._parked, None
         if parked is None:
             return super()._open()
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            return False
+            return None
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != parked:  # replaced while parked: the new file from its start
             os.close(fd)
             return super()._open()
         self._fd = fd  # the same file: go on from the offset reached
-        return True
+        return fd
 
 
 def _raise_open_file_limit() -> int:
@@ -464,7 +464,7 @@ class LogStream:
             return False
         try:
             self._watcher = RustNotify([self.root], False, False, 0, True, True)
-        except Exception as exc:  # noqa: BLE001 - e.g. the inotify limits
+        except Exception as exc:  # e.g. the inotify limits
             self.on_notice(f"file-system notifications unavailable ({exc}); polling for changes")
             return False
         return True
@@ -477,7 +477,7 @@ class LogStream:
                 return
             except KeyboardInterrupt:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the watcher died: keep going by polling
+            except Exception as exc:  # the watcher died: keep going by polling
                 self.on_notice(f"file-system notifications failed ({exc}); polling for changes")
             finally:
                 self.close_watcher()

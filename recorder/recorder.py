@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -16,17 +17,16 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
 from sessiontape.storage.agentuse_sink import AgentUseSink
-from sessiontape.storage.events import Event, Sink
 from sessiontape.storage.compaction import DEFAULT_THRESHOLD, CompactingSession, CompactionInfo
-from sessiontape.storage.events import Compacted
+from sessiontape.storage.events import Compacted, Event, Sink
 from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.redaction import Redactor, as_redactor
-from sessiontape.storage.summarizers import Summarizer
 from sessiontape.storage.links import agentuse_dir_for, find_agentuse_dir
 from sessiontape.storage.names import DEFAULT_USER_ID, UnsafePathError, default_session_name
 from sessiontape.storage.paths import SkilletPaths, project_key, sessions_root_for_key
+from sessiontape.storage.redaction import Redactor, as_redactor
 from sessiontape.storage.replay_log import ReplayLog
 from sessiontape.storage.skillet_sink import SkilletLogSink
+from sessiontape.storage.summarizers import Summarizer
 
 from .hooks import RecorderHooks
 from .pricing import Price, PriceTable
@@ -201,7 +201,8 @@ class Recorder:
         hooks = self.hooks_with(runner_kwargs.pop("hooks", None))
         return await Runner.run(agent, input, hooks=hooks, **runner_kwargs)
 
-    def run_streamed(self, agent: Agent[Any], input: Any, **runner_kwargs: Any) -> RunResultStreaming:
+    def run_streamed(self, agent: Agent[Any], input: Any,
+                     **runner_kwargs: Any) -> RunResultStreaming:
         """``Runner.run_streamed``, recorded as its events are consumed."""
         runner_kwargs.setdefault("session", self.session)
         hooks = self.hooks_with(runner_kwargs.pop("hooks", None))
@@ -275,10 +276,9 @@ class Recorder:
         unchanged (a RecorderError raised here would replace it, even a
         CancelledError); the recording errors are still counted and logged.
         """
-        try:
+        # Cancelled: the writer thread still writes everything; we just stop waiting.
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(self.flush())
-        except asyncio.CancelledError:
-            pass  # the writer thread still writes everything; we just stop waiting
         if self.strict and self._failures and not run_failed:
             failures, self._failures = list(self._failures), []
             raise RecorderError(f"recording failed: {failures[0]!r}") from failures[0]

@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from agents import RunConfig, RunHooks
 from agents.lifecycle import RunHooksBase
-from agents.run import get_default_agent_runner, set_default_agent_runner
+from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
 
+from .describe import output_text_delta
 from .hooks import RecorderHooks
 from .scope import RunScope
 
@@ -57,7 +58,7 @@ for _name in _HOOK_NAMES:
     setattr(_ChainedHooks, _name, _chain(_name))
 
 
-def _is_recorder_hooks(hooks: Any) -> bool:
+def _is_recorder_hooks(hooks: object) -> TypeGuard[RecorderHooks]:
     return isinstance(hooks, RecorderHooks) and hooks.scope.recorder.hooks is hooks
 
 
@@ -104,6 +105,7 @@ class RecordingRunner:
         if isinstance(run_config, dict):
             run_config = RunConfig(**run_config)
         recorder_hooks, users = _split_recorder_hooks(hooks)
+        scope: RunScope | None
         if recorder_hooks is not None:
             scope = recorder_hooks.scope.recorder.begin_run(streamed, run_config)
             kwargs["hooks"] = _ChainedHooks(*users, scope.hooks) if users else scope.hooks
@@ -170,9 +172,9 @@ def _recorded_stream(result: Any, stream_events: Any, scope: RunScope, session: 
         events = stream_events()
         try:
             async for event in events:
-                if event.type == "raw_response_event" and \
-                        getattr(event.data, "type", "") == "response.output_text.delta":
-                    scope.text_delta(str(getattr(event.data, "item_id", "")), event.data.delta)
+                delta = output_text_delta(event)
+                if delta is not None:
+                    scope.text_delta(delta.item_id, delta.delta)
                 yield event
         except GeneratorExit:
             # The consumer stopped reading (``break``, or the generator was dropped).
@@ -211,4 +213,5 @@ def install() -> None:
     """Make the SDK's ``Runner`` go through :class:`RecordingRunner` (idempotent)."""
     current = get_default_agent_runner()
     if not isinstance(current, RecordingRunner):
-        set_default_agent_runner(RecordingRunner(current))
+        # A proxy, not a subclass: what it does not override goes to the runner it wraps.
+        set_default_agent_runner(cast(AgentRunner, RecordingRunner(current)))

@@ -94,7 +94,8 @@ class RunScope:
         if self.parent is None:
             self.submit(RunStarted(self.id, now_ms(), info, user_input, text))
         else:
-            self.submit(SubagentStarted(self.parent.id, now_ms(), self.call_id, self.id, info, text))
+            self.submit(SubagentStarted(self.parent.id, now_ms(), self.call_id, self.id, info,
+                                        text))
 
     def child(self, context: Any, streamed: bool, run_config: RunConfig | None) -> RunScope | None:
         """A scope for a nested run started by one of this tree's open tool calls."""

@@ -32,12 +32,11 @@ import asyncio
 import shutil
 import sqlite3
 from collections.abc import Iterable, Sequence
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
 
 from sessiontape.storage.agentuse_reader import (
     CorruptFileError,
@@ -48,10 +47,15 @@ from sessiontape.storage.agentuse_reader import (
 )
 from sessiontape.storage.links import read_links
 from sessiontape.storage.log_reader import SessionLogReader, Turn
-from sessiontape.storage.replay_log import find_log_path, log_owner, owner_record_path
 from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
-from sessiontape.storage.tables import (ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE,
-                            StoredSession, list_sessions_sql)
+from sessiontape.storage.replay_log import find_log_path, log_owner, owner_record_path
+from sessiontape.storage.tables import (
+    ARCHIVE_TABLE,
+    COMPACTIONS_TABLE,
+    LINKS_TABLE,
+    StoredSession,
+    list_sessions_sql,
+)
 
 __all__ = [
     "AmbiguousSessionError",
@@ -71,6 +75,7 @@ __all__ = [
 ]
 
 _PAIR = "user_id = ? AND session_name = ?"
+_PairCounts = dict[tuple[str, str], int]  # rows of a store table per (user_id, session_name)
 
 
 # -- where things are -------------------------------------------------------------------
@@ -90,6 +95,11 @@ class Locations:
 
 
 # -- usage ------------------------------------------------------------------------------
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
 
 
 @dataclass
@@ -121,8 +131,8 @@ class Usage:
         assistant = message.info.get("assistant")
         if not isinstance(assistant, dict):
             return cls()
-        tokens = assistant.get("tokens") if isinstance(assistant.get("tokens"), dict) else {}
-        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
+        tokens = _json_object(assistant.get("tokens"))
+        cache = _json_object(tokens.get("cache"))
 
         def num(value: Any) -> int:
             return int(value) if isinstance(value, (int, float)) else 0
@@ -254,13 +264,14 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def _count_by_pair(conn: sqlite3.Connection, table: str) -> dict[tuple[str, str], int]:
+def _count_by_pair(conn: sqlite3.Connection, table: str) -> _PairCounts:
     rows = conn.execute(f"SELECT user_id, session_name, COUNT(*) FROM {table} "
                         "GROUP BY user_id, session_name").fetchall()
     return {(user, name): count for user, name, count in rows}
 
 
-def _read_store(store_file: Path, user_id: str | None) -> tuple[list[Any], dict, dict]:
+def _read_store(store_file: Path,
+                user_id: str | None) -> tuple[list[Any], _PairCounts, _PairCounts]:
     """``list_sessions`` rows, archived counts and compaction counts per pair."""
     if not store_file.exists():
         return [], {}, {}
@@ -574,10 +585,8 @@ def clear_session(info: SessionInfo, *, locations: Locations | None = None) -> C
             if path is not None and path.exists():
                 path.unlink()
                 result.removed_paths.append(path)
-        try:
+        with suppress(OSError):
             info.log_path.parent.rmdir()  # only if that was the user's last log
-        except OSError:
-            pass
     if info.agentuse_dir is not None and info.agentuse_dir.exists():
         why = _safe_agentuse_dir(info.agentuse_dir)
         if why is None:

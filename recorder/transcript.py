@@ -17,8 +17,8 @@ TOOL_RESULT_CHARS = 120
 
 def short(text: Any, limit: int = TOOL_RESULT_CHARS) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def input_text(user_input: Any) -> str:
@@ -42,7 +42,8 @@ def describe_step(step: dict[str, Any]) -> str | None:
     if kind == "agent_start":
         return f"agent {agent} starts"
     if kind == "agent_tool_start":
-        return f"{agent} calls {step.get('toolName')}({short(step.get('toolArgumentsStr', ''), 80)})"
+        arguments = short(step.get('toolArgumentsStr', ''), 80)
+        return f"{agent} calls {step.get('toolName')}({arguments})"
     if kind == "agent_tool_end":
         return f"{step.get('toolName')} → {short(step.get('result', ''))}"
     if kind == "handoff":
@@ -54,7 +55,8 @@ def describe_step(step: dict[str, Any]) -> str | None:
     return None
 
 
-def render_turns(turns: Iterable[Turn], *, color: bool = False, steps: bool = True) -> Iterator[str]:
+def render_turns(turns: Iterable[Turn], *, color: bool = False,
+                 steps: bool = True) -> Iterator[str]:
     """Yield the lines of a transcript for a terminal (control characters escaped);
     ``steps`` adds agents, tool calls, handoffs and compactions (dimmed)."""
     dim, reset = (DIM, RESET) if color else ("", "")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .lazy import lazy_exports
-from .version import __version__
+from .version import __version__ as __version__
 
 _EXPORTS = {
     "agentuse_reader": ["CorruptFileError", "LoadedMessage", "LoadedSession", "ReadProblem",
@@ -46,19 +46,48 @@ _EXPORTS = {
 __all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
+# For type checkers, which cannot read the computed __all__: `X as X` re-exports X.
 if TYPE_CHECKING:
-    from .agentuse_reader import (CorruptFileError, LoadedMessage, LoadedSession, ReadProblem,
-                                  SessionScan, SessionSummary, load_session, scan_sessions)
-    from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, DocumentWrites
-    from .compaction import (AutoCompactingSession, CompactingSession, CompactionInfo,
-                             archived_items, plan_compaction)
-    from .events import Tokens
-    from .ids import new_ulid
-    from .item_store import ItemStore, ItemStoreSession, StoredSession
-    from .log_reader import LogEntry, LogProblem, SessionLogReader, SessionLogTailer, Turn
-    from .names import (DEFAULT_USER_ID, UnsafePathError, default_session_name, safe_join,
-                        sanitize_agent_name, sanitize_log_name)
-    from .paths import SkilletPaths, agentuse_sessions_root, project_hash, resolved_paths
-    from .replay_log import ReplayLog, log_path_for
-    from .summarizers import (DeterministicSummarizer, ModelSummarizer, OpenAICompactSummarizer,
-                              Summarizer)
+    from .agentuse_reader import CorruptFileError as CorruptFileError
+    from .agentuse_reader import LoadedMessage as LoadedMessage
+    from .agentuse_reader import LoadedSession as LoadedSession
+    from .agentuse_reader import ReadProblem as ReadProblem
+    from .agentuse_reader import SessionScan as SessionScan
+    from .agentuse_reader import SessionSummary as SessionSummary
+    from .agentuse_reader import load_session as load_session
+    from .agentuse_reader import scan_sessions as scan_sessions
+    from .agentuse_writer import AgentUseMessage as AgentUseMessage
+    from .agentuse_writer import AgentUsePart as AgentUsePart
+    from .agentuse_writer import AgentUseSession as AgentUseSession
+    from .agentuse_writer import DocumentWrites as DocumentWrites
+    from .compaction import AutoCompactingSession as AutoCompactingSession
+    from .compaction import CompactingSession as CompactingSession
+    from .compaction import CompactionInfo as CompactionInfo
+    from .compaction import archived_items as archived_items
+    from .compaction import plan_compaction as plan_compaction
+    from .events import Tokens as Tokens
+    from .ids import new_ulid as new_ulid
+    from .item_store import ItemStore as ItemStore
+    from .item_store import ItemStoreSession as ItemStoreSession
+    from .item_store import StoredSession as StoredSession
+    from .log_reader import LogEntry as LogEntry
+    from .log_reader import LogProblem as LogProblem
+    from .log_reader import SessionLogReader as SessionLogReader
+    from .log_reader import SessionLogTailer as SessionLogTailer
+    from .log_reader import Turn as Turn
+    from .names import DEFAULT_USER_ID as DEFAULT_USER_ID
+    from .names import UnsafePathError as UnsafePathError
+    from .names import default_session_name as default_session_name
+    from .names import safe_join as safe_join
+    from .names import sanitize_agent_name as sanitize_agent_name
+    from .names import sanitize_log_name as sanitize_log_name
+    from .paths import SkilletPaths as SkilletPaths
+    from .paths import agentuse_sessions_root as agentuse_sessions_root
+    from .paths import project_hash as project_hash
+    from .paths import resolved_paths as resolved_paths
+    from .replay_log import ReplayLog as ReplayLog
+    from .replay_log import log_path_for as log_path_for
+    from .summarizers import DeterministicSummarizer as DeterministicSummarizer
+    from .summarizers import ModelSummarizer as ModelSummarizer
+    from .summarizers import OpenAICompactSummarizer as OpenAICompactSummarizer
+    from .summarizers import Summarizer as Summarizer

@@ -30,7 +30,7 @@ from .events import (
     ToolStarted,
 )
 
-__all__ = ["AgentUseSink", "TEXT_REWRITE_INTERVAL"]
+__all__ = ["TEXT_REWRITE_INTERVAL", "AgentUseSink"]
 
 # A streamed text part is rewritten at most this often (seconds); its final text is exact.
 TEXT_REWRITE_INTERVAL = 0.25
@@ -169,7 +169,8 @@ class AgentUseSink:
     def _model_call_finished(self, event: ModelCallFinished) -> None:
         scope = self._scopes[event.scope]
         for text in event.reasoning:
-            scope.message.add_part("reasoning", text=text, time={"start": event.at, "end": event.at})
+            scope.message.add_part("reasoning", text=text,
+                                   time={"start": event.at, "end": event.at})
         for item_id, text in event.texts:
             part = scope.texts.get(item_id)
             if part is None:

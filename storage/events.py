@@ -26,11 +26,11 @@ __all__ = [
     "Sink",
     "SubagentStarted",
     "TextDelta",
+    "Tokens",
     "ToolFailed",
     "ToolFinished",
     "ToolInfo",
     "ToolStarted",
-    "Tokens",
     "Usage",
 ]
 

@@ -96,8 +96,6 @@ def prepare_private_file(path: Path) -> Path:
     a SQLite database).
     """
     make_private_dir(path.parent)
-    try:
+    with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE))
-    except FileExistsError:
-        pass
     return path

@@ -14,7 +14,7 @@ import time
 
 from ulid import ULID
 
-__all__ = ["new_ulid", "is_ulid", "ulid_ms"]
+__all__ = ["is_ulid", "new_ulid", "ulid_ms"]
 
 _RANDOM_BITS = 80
 _CROCKFORD = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
@@ -62,4 +62,5 @@ def is_ulid(text: str) -> bool:
 
 def ulid_ms(text: str) -> int:
     """The Unix-ms timestamp encoded in a ULID."""
-    return ULID.from_str(text).milliseconds
+    ulid: ULID = ULID.from_str(text)  # annotated: python-ulid types it `Self`, unknown before 3.11
+    return ulid.milliseconds

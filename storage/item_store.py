@@ -64,7 +64,8 @@ WHERE_PAIR = "WHERE user_id = ? AND session_name = ?"
 @lru_cache(maxsize=64)
 def _insert_sql(rows: int) -> str:
     values = ",".join(f"(?1,?2,?3,?{n})" for n in range(4, rows + 4))
-    return f"INSERT INTO session_items (user_id, session_name, created_at, item_json) VALUES {values}"
+    return ("INSERT INTO session_items (user_id, session_name, created_at, item_json) "
+            f"VALUES {values}")
 
 
 def item_json(item: Any) -> str:
@@ -148,9 +149,10 @@ class ItemStore:
                 if self._ready is ready:
                     self._ready = None
                 # aiosqlite has queued the worker's stop; let it end while this loop
-                # runs, or it dies with a traceback posting to a closed loop.
+                # runs, or it dies with a traceback posting to a closed loop. (The
+                # worker is a thread: there is no asyncio.Event to await, hence noqa.)
                 deadline = time.monotonic() + 1.0
-                while worker is not None and worker.is_alive() and time.monotonic() < deadline:
+                while worker is not None and worker.is_alive() and time.monotonic() < deadline:  # noqa: ASYNC110
                     await asyncio.sleep(0.001)
             raise
 

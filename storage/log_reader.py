@@ -236,17 +236,18 @@ class SessionLogTailer:
     def problems(self) -> list[LogProblem]:
         return self._parser.problems
 
-    def _open(self) -> bool:
+    def _open(self) -> int | None:
+        """Open the file afresh: its descriptor, or None while there is no file."""
         try:
-            self._fd = open_log(self.path)
+            fd = self._fd = open_log(self.path)
         except FileNotFoundError:
-            return False
+            return None
         self._offset = 0
         self._partial = b""
         self._parser.reset()
         if self._from_end:
-            self._skip_existing(self._fd)
-        return True
+            self._skip_existing(fd)
+        return fd
 
     def _skip_existing(self, fd: int) -> None:
         """Start after the last complete line, counting the lines skipped.
@@ -266,7 +267,7 @@ class SessionLogTailer:
         if os.fstat(fd).st_size < self._offset:  # truncated: start over
             self._offset, self._partial = 0, b""
             self._parser.reset()
-        entries = []
+        entries: list[LogEntry] = []
         while chunk := os.pread(fd, _READ_CHUNK, self._offset):
             self._offset += len(chunk)
             *lines, self._partial = (self._partial + chunk).split(b"\n")
@@ -281,24 +282,23 @@ class SessionLogTailer:
 
     def poll(self) -> list[LogEntry]:
         """Entries completed since the last poll (possibly none)."""
-        if self._fd is None and not self._open():
+        fd = self._fd if self._fd is not None else self._open()
+        if fd is None:
             return []
-        assert self._fd is not None
-        entries = self._read_new(self._fd)
-        if self._replaced(self._fd):
+        entries = self._read_new(fd)
+        if self._replaced(fd):
             if self._partial:  # the old file's last line, without its newline
                 last = self._parser.feed(self._partial)  # torn: reported
                 if last is not None:
                     entries.append(last)
-            os.close(self._fd)
+            os.close(fd)
             self._fd = None
             try:
-                opened = self._open()
+                fd = self._open()
             except OSError:
                 return entries  # the next poll raises why the new file cannot be read
-            if opened:
-                assert self._fd is not None
-                entries.extend(self._read_new(self._fd))
+            if fd is not None:
+                entries.extend(self._read_new(fd))
         return entries
 
     def follow(self, interval: float = 0.1,

@@ -51,8 +51,11 @@ def git_toplevel(directory: Path) -> str | None:
     return top if done.returncode == 0 and top else None
 
 
-def project_key(project_root: Path | str | None = None) -> str:
-    """What AgentUse hashes: the git top level of ``project_root`` (default: cwd), else its abspath."""
+def project_key(project_root: str | os.PathLike[str] | None = None) -> str:
+    """What AgentUse hashes for ``project_root`` (default: cwd).
+
+    Its git top level, else its absolute path.
+    """
     root = Path(project_root) if project_root is not None else Path.cwd()
     return git_toplevel(root) or os.path.abspath(root)
 
@@ -61,7 +64,7 @@ def _hash16(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def project_hash(project_root: Path | str | None = None) -> str:
+def project_hash(project_root: str | os.PathLike[str] | None = None) -> str:
     """First 16 hex chars of SHA-256 over the project's git top level (else its abspath)."""
     return _hash16(project_key(project_root))
 

@@ -125,8 +125,8 @@ def owner_record_path(log_path: Path) -> Path:
 class ReplayLog:
     """Appends entries to one pair's log (see :mod:`sessiontape.storage.log_entries`).
 
-    Thread-safe. Each :meth:`append` (or :meth:`append_many`) checks that the file is still the one it
-    has open (a rotated or deleted log is reopened) and that the last line
+    Thread-safe. Each :meth:`append` (or :meth:`append_many`) checks that the file is
+    still the one it has open (a rotated or deleted log is reopened) and that the last line
     ends in a newline (a line torn by a killed writer is closed first, so the
     new line stays whole). An append that fails (a full disk) raises, and
     first cuts off whatever part of its line was written: the file is left

@@ -73,7 +73,7 @@ class SkilletLogSink:
         lines, self._lines = self._lines, []
         self.log.append_many(lines)
 
-    def _step(self, event: Event, result: dict) -> None:  # type: ignore[type-arg]
+    def _step(self, event: Event, result: dict[str, Any]) -> None:
         self._lines.append(entry.step(result, _stamp(event.at)))
 
     def _run_started(self, event: RunStarted) -> None:

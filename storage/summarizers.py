@@ -19,7 +19,7 @@ A summary is one assistant message whose text starts with
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from agents.items import TResponseInputItem
 
@@ -47,7 +47,7 @@ class Summarizer(Protocol):
 
 def summary_message(text: str) -> TResponseInputItem:
     """The summary as one assistant message (accepted by every provider)."""
-    return {"role": "assistant", "content": f"{SUMMARY_HEADER}\n{text.strip()}"}  # type: ignore[return-value]
+    return {"role": "assistant", "content": f"{SUMMARY_HEADER}\n{text.strip()}"}
 
 
 def summary_text(item: Any) -> str | None:
@@ -74,8 +74,8 @@ def _text_of(item: dict[str, Any]) -> str:
 
 
 def _clip(text: Any, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _tool_lines(items: Sequence[Any], limit: int) -> list[str]:
@@ -190,6 +190,13 @@ class ModelSummarizer:
         return [summary_message(text)] if text else await self.fallback.summarize(items)
 
 
+def _as_input_item(item: Any) -> TResponseInputItem:
+    """A compacted output item (a model, or a mapping from a stand-in client) as input."""
+    value = item.model_dump(exclude_none=True) if hasattr(item, "model_dump") else dict(item)
+    # Which of the input item shapes this dump is, the API decides: not knowable statically.
+    return cast(TResponseInputItem, value)
+
+
 class OpenAICompactSummarizer:
     """OpenAI's ``responses.compact``: needs an OpenAI client (or a stand-in) and model."""
 
@@ -205,5 +212,4 @@ class OpenAICompactSummarizer:
 
             self.client = AsyncOpenAI()
         response = await self.client.responses.compact(model=self.model, input=items)
-        return [item.model_dump(exclude_none=True) if hasattr(item, "model_dump") else dict(item)
-                for item in response.output]
+        return [_as_input_item(item) for item in response.output]
