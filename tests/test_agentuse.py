@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from sessiontape.storage.agentuse_reader import CorruptFileError, load_session, scan_sessions
-from sessiontape.storage.agentuse_writer import WRITER_VERSION, AgentUseSession, DocumentWrites, Tokens
+from sessiontape.storage.agentuse_writer import (
+    WRITER_VERSION,
+    AgentUseSession,
+    DocumentWrites,
+    Tokens,
+)
 from sessiontape.storage.ids import is_ulid
 
 T0 = 1795341733139
@@ -137,7 +142,8 @@ def test_failed_message_has_error_and_no_completed_time(tmp_path: Path) -> None:
     message.fail("max turns exceeded", "MaxTurnsExceeded")
     info = json.loads((message.directory / "message.json").read_bytes())
     assert "completed" not in info["time"]
-    assert info["assistant"]["error"] == {"message": "max turns exceeded", "type": "MaxTurnsExceeded"}
+    assert info["assistant"]["error"] == {"message": "max turns exceeded",
+                                          "type": "MaxTurnsExceeded"}
 
 
 def test_part_golden_bytes_base_fields_last(tmp_path: Path) -> None:
@@ -229,12 +235,17 @@ def test_files_are_private_and_no_temp_files_remain(tmp_path: Path) -> None:
     session = new_session(root)
     session.write_tools([])
     message = session.add_message("x")
-    message.add_part("text", text="t").update(text="tt")
-    session.create_subagent("helper", model="m")
-    for path in (tmp_path / "a").rglob("*"):
-        mode = stat.S_IMODE(path.stat().st_mode)
-        assert mode == (0o700 if path.is_dir() else 0o600), path
-        assert not path.name.endswith(".tmp"), path
+    text = message.add_part("text", text="t")
+    text.update(text="tt")
+    child = session.create_subagent("helper", model="m")
+    found = sorted((tmp_path / "a").rglob("*"))
+    files = {path.relative_to(session.directory).as_posix() for path in found if path.is_file()}
+    assert files == {"session.json", "tools.json", f"{message.id}/message.json",
+                     f"{message.id}/part/{text.id}.json",
+                     f"{child.directory.relative_to(session.directory).as_posix()}/session.json"}
+    modes = {path: stat.S_IMODE(path.stat().st_mode) for path in found}
+    assert {path for path, mode in modes.items()
+            if mode != (0o700 if path.is_dir() else 0o600)} == set()
 
 
 def test_a_reader_never_sees_half_a_part(tmp_path: Path) -> None:
@@ -416,4 +427,6 @@ def test_a_failed_batched_file_does_not_stop_the_others(
     part = session.add_message("hi").add_part("text", text="hello")
     with pytest.raises(OSError, match="No space"):
         writes.flush()
-    assert (session.directory / "session.json").exists() and part.path.exists()
+    assert json.loads((session.directory / "session.json").read_bytes())["id"] == session.id
+    assert json.loads(part.path.read_bytes())["text"] == "hello"  # written after the failure
+    assert not (part.path.parent.parent / "message.json").exists()

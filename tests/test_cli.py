@@ -9,16 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import EXECUTABLE, WAIT, cli_environ
+from harness import run as run_process
+from harness import run_cli as run
 
 from sessiontape.storage.paths import agentuse_sessions_root
 from sessiontape.storage.version import __version__
-
-EXECUTABLE = Path(sys.executable).with_name("sessiontape")
-
-
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(EXECUTABLE), *args], capture_output=True, text=True,
-                          timeout=60, cwd=cwd, env=os.environ.copy())
 
 
 def test_version() -> None:
@@ -38,8 +34,7 @@ def test_paths_json_follows_the_environment(tmp_path: Path) -> None:
 
 def test_paths_text_and_module_entry_point_agree(tmp_path: Path) -> None:
     text = run("paths", "--project", str(tmp_path)).stdout
-    module = subprocess.run([sys.executable, "-m", "sessiontape", "paths", "--project", str(tmp_path)],
-                            capture_output=True, text=True, timeout=60)
+    module = run_process([sys.executable, "-m", "sessiontape", "paths", "--project", str(tmp_path)])
     assert module.returncode == 0 and module.stdout == text
     rows = dict(line.split(None, 1) for line in text.splitlines())
     assert rows["agentuse_root"] == str(agentuse_sessions_root(tmp_path))
@@ -52,14 +47,23 @@ def test_usage_errors_exit_2_on_stderr(args: list[str]) -> None:
     assert done.stdout == "" and "usage: sessiontape" in done.stderr
 
 
-def test_help_everywhere() -> None:
-    for args in (["--help"], ["paths", "--help"]):
-        done = run(*args)
-        assert done.returncode == 0 and "usage:" in done.stdout
+@pytest.mark.parametrize("args", [["--help"], ["paths", "--help"], ["sessions", "--help"],
+                                  ["log", "stream", "--help"], ["run", "--help"]])
+def test_help_everywhere(args: list[str]) -> None:
+    done = run(*args)
+    assert done.returncode == 0 and done.stderr == ""
+    verb = " ".join(a for a in args if a != "--help")
+    assert done.stdout.startswith(f"usage: sessiontape {verb}".rstrip())
 
 
-def test_closed_pipe_is_quiet() -> None:
-    shell = f"'{EXECUTABLE}' paths | head -c 1"
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", shell], capture_output=True,
-                          text=True, timeout=60)
-    assert "Traceback" not in done.stderr
+def test_a_reader_gone_before_the_output_is_quiet() -> None:
+    """stdout is a pipe whose reader has already closed it: no traceback, exit 0."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([str(EXECUTABLE), "paths"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=WAIT, env=cli_environ())
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0
+    assert done.stderr == ""

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from agents import Agent, Runner
 from agents.testing import ModelStep, ScriptedModel, assistant_message
+from harness import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.types.responses import ResponseCompactionItem
@@ -44,7 +45,6 @@ from sessiontape.storage.summarizers import (
     transcript,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 USER, NAME = "user@example.com", "chat"
 
 # -- items ---------------------------------------------------------------------------------
@@ -373,7 +373,7 @@ def test_history_after_compaction(db: Path, moved: bool) -> None:
             if moved:
                 assert after[1] == before[-11] == user("question 3: what is 3 squared?")
                 assert plan.kept[1] > plan.kept[0] + 1  # really moved over archived items
-                assert after[1:] == [before[-11]] + before[plan.kept[1]:]
+                assert after[1:] == [before[-11], *before[plan.kept[1]:]]
                 assert after[2]["type"] == "function_call"
             else:
                 assert after[1:] == before[-2:]
@@ -399,15 +399,16 @@ def test_compacted_history_is_accepted_by_the_runner(db: Path, moved: bool) -> N
             history = await session.get_items()
             assert is_summary(history[0]) and history[1] == user("question 9: what is 9 squared?")
             assert history[2]["type"] == ("function_call" if moved else "reasoning")
-            model = ScriptedModel([ModelStep(output=[assistant_message("all clear", item_id="m_new")],
+            answer = assistant_message("all clear", item_id="m_new")
+            model = ScriptedModel([ModelStep(output=[answer],
                                              response_id="resp_new")])
             agent = Agent(name="Compacted", instructions="Be brief.", model=model)
             result = await Runner.run(agent, "one more question", session=session)
             assert result.final_output == "all clear"
             assert len(model.calls) == 1
-            assert model.calls[0].input == history + [user("one more question")]
+            assert model.calls[0].input == [*history, user("one more question")]
             stored = await session.get_items()
-            assert stored[:len(history) + 1] == history + [user("one more question")]
+            assert stored[:len(history) + 1] == [*history, user("one more question")]
             assert stored[-1]["content"][0]["text"] == "all clear"
 
     asyncio.run(main())
@@ -558,7 +559,7 @@ def test_rows_added_meanwhile_stay_after_the_kept_part(db: Path) -> None:
             info = await session.compact()
             assert info is not None
             after = await session.get_items()
-            assert after == expected_after(before, 2, after[:1]) + [user("meanwhile")]
+            assert after == [*expected_after(before, 2, after[:1]), user("meanwhile")]
 
     asyncio.run(main())
 
@@ -806,8 +807,8 @@ def test_killed_during_compaction_leaves_old_or_new_history(db: Path, mode: str)
     async def build_store() -> list[Any]:
         async with opened(db, threshold=None) as session:
             for i in range(150):
-                await session.add_items(turn(i, calls=1 + i % 2) +
-                                        [assistant(f"padding {i} {big}", f"pad{i}")])
+                padding = assistant(f"padding {i} {big}", f"pad{i}")
+                await session.add_items([*turn(i, calls=1 + i % 2), padding])
             return await session.get_items()
 
     items = asyncio.run(build_store())

@@ -22,6 +22,7 @@ from typing import IO, Any
 import orjson
 import pytest
 from crash_driver import SESSION, USER, final_text
+from harness import REPO
 
 from sessiontape.storage.agentuse_reader import load_session, scan_sessions
 from sessiontape.storage.links import find_agentuse_dir
@@ -30,7 +31,6 @@ from sessiontape.storage.paths import SkilletPaths, agentuse_data_root
 from sessiontape.storage.replay_log import find_log_path
 from sessiontape.storage.tables import ARCHIVE_TABLE
 
-REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "tests" / "crash_driver.py"
 KILLS = 50
 MAX_RUNS = 200  # a safety stop: most runs are killed, a few complete

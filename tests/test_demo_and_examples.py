@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import os
+import asyncio
 import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from harness import EXECUTABLE, REPO, cli_environ
+from harness import run as run_process
 
-from sessiontape.storage.agentuse_reader import load_session
+from sessiontape.storage.agentuse_reader import LoadedSession, load_session
 from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.log_reader import SessionLogReader, Turn
+from sessiontape.storage.names import DEFAULT_USER_ID
+from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.replay_log import ReplayLog
 
-REPO = Path(__file__).resolve().parent.parent
-EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 
-
-def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=REPO,
-                          env={**os.environ, **env})
+def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return run_process(args, cwd=REPO, env=cli_environ())
 
 
 def test_demo_twice_continues_one_conversation(tmp_path: Path) -> None:
@@ -29,7 +31,8 @@ def test_demo_twice_continues_one_conversation(tmp_path: Path) -> None:
     second = run(str(EXECUTABLE), "demo")
     assert second.returncode == 0, second.stderr
     assert "Turn 1: the model's first call got 1 input items" in first.stdout
-    assert "Turn 2: the model's first call got 10 input items (9 from earlier turns" in second.stdout
+    assert ("Turn 2: the model's first call got 10 input items (9 from earlier turns"
+            in second.stdout)
     assert "\x1b[" not in first.stdout  # no colour when not on a terminal
     assert "Traceback" not in first.stderr + second.stderr
 
@@ -52,23 +55,29 @@ def test_demo_twice_continues_one_conversation(tmp_path: Path) -> None:
 
 def test_demo_transcript_is_printed_after_the_answer() -> None:
     done = run(str(EXECUTABLE), "demo", "--session-name", "transcript_check")
+    assert done.returncode == 0, done.stderr
     transcript = done.stdout.split("Transcript", 1)[1]
     assert "user> Plan a day in Lisbon for me." in transcript
     assert "Researcher calls search_notes" in transcript
     assert "agent> (demo/scripted-demo) A day in Lisbon" in transcript
 
 
+def stored_items(session_name: str) -> list[Any]:
+    async def read() -> list[Any]:
+        store = ItemStore(SkilletPaths.resolve().store_file)
+        try:
+            return await store.session(DEFAULT_USER_ID, session_name).get_items()
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
 def test_demo_store_holds_the_items(tmp_path: Path) -> None:
     assert run(str(EXECUTABLE), "demo", "--session-name", "items_check").returncode == 0
-    import asyncio
-
-    async def count() -> int:
-        store = ItemStore(Path(os.environ["SKILLET_HOME"]) / "state/.agent_sessions.sqlite")
-        items = await store.session("john@example.com", "items_check").get_items()
-        await store.close()
-        return len(items)
-
-    assert asyncio.run(count()) == 9
+    items = stored_items("items_check")
+    assert len(items) == 9
+    assert items[0] == {"role": "user", "content": "Plan a day in Lisbon for me."}
 
 
 def test_demo_with_a_real_model_needs_a_key() -> None:
@@ -77,18 +86,82 @@ def test_demo_with_a_real_model_needs_a_key() -> None:
     assert "OPENAI_API_KEY" in done.stderr and done.stdout == ""
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "examples").glob("*.py")))
-def test_examples_run_offline(script: str) -> None:
-    done = run(sys.executable, str(REPO / "examples" / script))
+def logged_turns(session_name: str) -> list[Turn]:
+    return SessionLogReader(ReplayLog(DEFAULT_USER_ID, session_name).path).turns()
+
+
+def the_only_text(session: LoadedSession) -> str:
+    (message,) = session.messages
+    return "".join(part["text"] for part in message.parts if part["type"] == "text")
+
+
+def after(stdout: str, label: str) -> Path:
+    """The path an example printed after ``label``."""
+    return Path(stdout.split(label, 1)[1].split("\n", 1)[0].strip())
+
+
+def check_wrap_run(stdout: str) -> None:
+    assert stdout.splitlines()[0] == "Hello! How can I help?"
+    session = load_session(after(stdout, "AgentUse session:"))
+    assert session.info["status"] == "completed" and session.info["agent"]["name"] == "Greeter"
+    assert the_only_text(session) == "Hello! How can I help?"
+    assert after(stdout, "JSONL log:") == ReplayLog(DEFAULT_USER_ID, "example_wrap_run").path
+    (turn,) = logged_turns("example_wrap_run")
+    assert (turn.user_input, turn.text, turn.complete) == ("Say hello.", "Hello! How can I help?",
+                                                           True)
+
+
+def check_streaming(stdout: str) -> None:
+    answer = "Streaming works: each chunk becomes a text step in the log."
+    assert stdout.splitlines()[0] == answer  # printed as the deltas arrived
+    assert after(stdout, "JSONL log:") == ReplayLog(DEFAULT_USER_ID, "example_streaming").path
+    (turn,) = logged_turns("example_streaming")
+    assert (turn.user_input, turn.text, turn.complete) == ("Stream something.", answer, True)
+
+
+def check_own_runner(stdout: str) -> None:
+    lines = stdout.splitlines()
+    assert lines[:2] == ["Recorded through my own Runner call.", "items in the store: 2"]
+    session = load_session(after(stdout, "AgentUse session:"))
+    assert the_only_text(session) == "Recorded through my own Runner call."
+    assert [item.get("role") for item in stored_items("example_own_runner")] == [
+        "user", "assistant"]
+    (turn,) = logged_turns("example_own_runner")
+    assert turn.user_input == "Hi!" and turn.complete
+
+
+def check_subagents(stdout: str) -> None:
+    assert stdout.splitlines()[0] == "The helper counted 4 files."
+    child = load_session(after(stdout, "subagent session:"))
+    assert child.info["agent"]["name"] == "Helper"
+    (message,) = child.messages
+    (tool,) = [part for part in message.parts if part["type"] == "tool"]
+    assert (tool["tool"], tool["state"]["status"], tool["state"]["output"]) == (
+        "count_files", "completed", "4")
+    (turn,) = logged_turns("example_subagents")
+    assert turn.text == "The helper counted 4 files."
+
+
+EXAMPLES = {"wrap_run.py": check_wrap_run, "streaming.py": check_streaming,
+            "own_runner.py": check_own_runner, "subagents.py": check_subagents}
+
+
+def test_every_example_is_checked() -> None:
+    assert sorted(EXAMPLES) == sorted(p.name for p in (REPO / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", sorted(EXAMPLES))
+def test_examples_print_and_record_what_they_say(script: str) -> None:
+    done = run(sys.executable, REPO / "examples" / script)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stdout.strip()
+    EXAMPLES[script](done.stdout)
 
 
 def test_everything_recorded_is_private_whatever_the_umask(isolated_env: Path) -> None:
     """Directories 0700, files 0600 (the store's -wal/-shm too), even under umask 000."""
     for _ in range(2):  # the second run continues: reopened files keep their modes
-        done = run("sh", "-c", f"umask 000 && exec {EXECUTABLE} demo --session-name private")
+        done = run("sh", "-c", f"umask 000 && exec '{EXECUTABLE}' demo --session-name private")
         assert done.returncode == 0, done.stderr
     roots = [isolated_env / "home", isolated_env / "skillet"]
     found = [p for root in roots for p in [root, *root.rglob("*")]]

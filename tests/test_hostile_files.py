@@ -13,7 +13,6 @@ import errno
 import json
 import os
 import shutil
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,11 @@ from typing import Any
 import orjson
 import pytest
 from agents import Agent, function_tool
+from harness import EXECUTABLE, cli_environ, run_many, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scripted import call, final, model, run_agent, tools_step, usage
 from test_log_reader import READERS, text_line, texts
-from test_sessions_cli import EXECUTABLE, run_all
 
 from sessiontape import Recorder
 from sessiontape.storage import log_entries as le
@@ -36,20 +35,6 @@ from sessiontape.storage.log_reader import SessionLogReader, SessionLogTailer
 from sessiontape.storage.paths import SkilletPaths
 
 SECRET = "SECRET-OUTSIDE-THE-ROOT"
-
-
-def snapshot(root: Path) -> dict[str, Any]:
-    """Every entry under ``root`` without following links: bytes, ``dir`` or the link target
-    (SQLite's -wal and -shm files aside: readers may touch them)."""
-    found: dict[str, Any] = {}
-    for top, dirs, files in os.walk(root):
-        for name in dirs + [f for f in files if not f.endswith(("-wal", "-shm"))]:
-            path = Path(top, name)
-            mode = os.lstat(path).st_mode
-            found[str(path)] = (os.readlink(path) if stat.S_ISLNK(mode) else "dir"
-                                if stat.S_ISDIR(mode) else path.read_bytes()
-                                if stat.S_ISREG(mode) else "special")
-    return found
 
 
 # -- JSONL logs -------------------------------------------------------------------------
@@ -157,7 +142,7 @@ LINE = st.one_of(
 )
 
 
-def oracle(raw: bytes, first: bool) -> dict[str, Any] | None | bool:
+def oracle(raw: bytes, first: bool) -> dict[str, Any] | bool | None:
     """What one line must give, by the standard library: the entry, None (blank) or
     False (a problem)."""
     if first and raw.startswith(b"\xef\xbb\xbf"):
@@ -477,12 +462,11 @@ def test_cli_readers_on_a_damaged_world(isolated_env: Path) -> None:
     log = bad["hostile-log"]
     roots = [SkilletPaths.resolve().state, Path(os.environ["XDG_DATA_HOME"])]
     before = [snapshot(r) for r in roots]
-    env = {**os.environ, "NO_COLOR": "1"}
-    commands = {"list": [str(EXECUTABLE), "sessions", "list", "--json"],
-                "stream": [str(EXECUTABLE), "log", "stream", "--no-follow", "--json"]}
+    commands = {"list": [EXECUTABLE, "sessions", "list", "--json"],
+                "stream": [EXECUTABLE, "log", "stream", "--no-follow", "--json"]}
     for name in CONVERSATIONS:
-        commands[name] = [str(EXECUTABLE), "sessions", "show", name, "--json"]
-    results = run_all(commands, env)
+        commands[name] = [EXECUTABLE, "sessions", "show", name, "--json"]
+    results = run_many(commands, cli_environ())
     for key, done in results.items():
         assert done.returncode == 0, (key, done.stderr)
         assert SECRET not in done.stdout, key

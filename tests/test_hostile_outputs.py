@@ -14,8 +14,6 @@ import datetime as dt
 import json
 import math
 import os
-import resource
-import time
 from pathlib import Path
 from typing import Any
 
@@ -236,13 +234,10 @@ def test_unprintable_exceptions_and_final_outputs_do_not_break_the_recording() -
 
 
 def test_a_100_mb_output_is_recorded_whole() -> None:
-    """No cap: the whole output in the tool part, the log line and the store row.
-    About 4 s and under 1 GB of peak memory here (6 s and 1 GB with non-ASCII text)."""
+    """No cap: the whole output in the tool part, the log line and the store row (about 4 s
+    and under 1 GB of peak memory here: docs/performance.md)."""
     big = "x" * 100_000_000
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
     rec, output = record_tool(big)
-    recorded = time.perf_counter() - start
     assert output == "done" and rec.errors == 0
     tool = tool_parts(read_session(rec).messages[0])["c1"]
     assert tool["state"]["output"] == big
@@ -251,9 +246,6 @@ def test_a_100_mb_output_is_recorded_whole() -> None:
     items = asyncio.run(store_items(rec))
     assert items[2] == {"call_id": "c1", "output": big, "type": "function_call_output"}
     assert rec.log_path.stat().st_size > 100_000_000
-    peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    print(f"100 MB output: recorded in {recorded:.2f}s, peak RSS +{peak_mb:.0f} MB")
-    assert recorded < 10
 
 
 # -- the JSON writer with any value ------------------------------------------------------

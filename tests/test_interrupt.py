@@ -7,13 +7,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
+
+from harness import REPO
 
 from sessiontape.storage.agentuse_reader import load_session
 from sessiontape.storage.log_reader import SessionLogReader
 
-REPO = Path(__file__).resolve().parent.parent
 SCRIPT = textwrap.dedent("""
     import asyncio, sys
     sys.path.insert(0, "tests")
@@ -38,8 +38,7 @@ def test_ctrl_c_marks_the_session_failed_and_closes_the_turn() -> None:
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line, proc.stderr.read() if proc.stderr else ""
-    session_dir, log_path = (Path(p) for p in line.split())
-    time.sleep(0.2)
+    session_dir, log_path = (Path(p) for p in line.split())  # printed once the tool runs
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode != 0 and "KeyboardInterrupt" in err  # the user's program stops

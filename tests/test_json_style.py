@@ -39,7 +39,8 @@ def test_cycles_are_cut_not_fatal() -> None:
 
 
 def test_odd_values_still_encode() -> None:
-    encoded = json.loads(dumps_compact({"big": 2**70, "obj": object(), "b": b"\xff", "s": "\ud800"}))
+    value = {"big": 2**70, "obj": object(), "b": b"\xff", "s": "\ud800"}
+    encoded = json.loads(dumps_compact(value))
     assert encoded["big"] == 2**70
     assert encoded["obj"].startswith("<object object")
     assert encoded["b"] == "\ufffd"

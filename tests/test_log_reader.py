@@ -13,7 +13,12 @@ import orjson
 import pytest
 
 from sessiontape.storage import log_entries as le
-from sessiontape.storage.log_reader import INCOMPLETE_TURN, LogEntry, SessionLogReader, SessionLogTailer
+from sessiontape.storage.log_reader import (
+    INCOMPLETE_TURN,
+    LogEntry,
+    SessionLogReader,
+    SessionLogTailer,
+)
 from sessiontape.storage.replay_log import ReplayLog
 
 TS = "2026-11-22T10:09:32.893Z"
@@ -272,7 +277,7 @@ def test_tailer_switches_to_a_replacing_file(tmp_path: Path, tail: bytes,
     fresh.write_bytes(text_line("new 1") + text_line("new 2"))
     os.replace(fresh, path)
     entries = tailer.poll()
-    assert texts(entries) == expected_old + ["new 1", "new 2"]
+    assert texts(entries) == [*expected_old, "new 1", "new 2"]
     assert [e.line for e in entries] == [2] * len(expected_old) + [1, 2]
     assert [p.line for p in tailer.problems] == problem_lines
     append(path, text_line("new 3"))

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from harness import EXECUTABLE, WAIT, Lines, cli_environ, on_terminal, run_cli, wait_for
 
 from sessiontape.storage import log_entries as e
 from sessiontape.storage.log_entries import iso_ms
-
-EXECUTABLE = Path(sys.executable).with_name("sessiontape")
-WAIT = 10.0  # seconds to wait for an expected line (the polling fallback rescans every 1.5 s)
-
 
 # -- helpers ---------------------------------------------------------------------------
 
@@ -59,10 +55,8 @@ def append_elsewhere(path: Path, text: str) -> None:
     subprocess.run([sys.executable, "-c", code, str(path), text], check=True, timeout=30)
 
 
-def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run([str(EXECUTABLE), "log", "stream", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, check=False)
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("log", "stream", *args)
 
 
 @pytest.fixture
@@ -71,65 +65,17 @@ def root(tmp_path: Path) -> Path:
     return Path(os.environ["SKILLET_HOME"]) / "state" / ".agent_session_logs"
 
 
-class Follower:
-    """A running ``log stream``; its stdout and stderr lines are read by threads."""
-
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "NO_COLOR": "1"}
-        self.proc = subprocess.Popen([str(EXECUTABLE), "log", "stream", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env)
-        self.out: queue.Queue[str] = queue.Queue()
-        self.err: queue.Queue[str] = queue.Queue()
-        self.lines: list[str] = []
-        self.errors: list[str] = []
-        for stream, q in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
-            threading.Thread(target=self._pump, args=(stream, q), daemon=True).start()
-
-    @staticmethod
-    def _pump(stream, q: queue.Queue[str]) -> None:  # type: ignore[no-untyped-def]
-        for text in stream:
-            q.put(text.rstrip("\n"))
-
-    def _wait(self, q: queue.Queue[str], seen: list[str], want: str, timeout: float) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while not any(want in s for s in seen):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"{want!r} did not appear; got {seen!r}")
-            try:
-                seen.append(q.get(timeout=left))
-            except queue.Empty:
-                continue
-        return seen
-
-    def expect(self, want: str, timeout: float = WAIT) -> list[str]:
-        """Wait until a stdout line containing ``want`` has appeared; return all lines so far."""
-        return self._wait(self.out, self.lines, want, timeout)
-
-    def expect_err(self, want: str, timeout: float = WAIT) -> list[str]:
-        return self._wait(self.err, self.errors, want, timeout)
-
-    def drain(self, seconds: float = 0.3) -> list[str]:
-        time.sleep(seconds)
-        while not self.out.empty():
-            self.lines.append(self.out.get())
-        return self.lines
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
+Follower = Callable[..., Lines]
 
 
 @pytest.fixture
-def follower():  # type: ignore[no-untyped-def]
-    started: list[Follower] = []
+def follower() -> Iterator[Follower]:
+    """Starts ``log stream ARGS...`` processes; kills those still running at the end."""
+    started: list[Lines] = []
 
-    def start(*args: str) -> Follower:
-        f = Follower(*args)
-        started.append(f)
-        return f
+    def start(*args: str) -> Lines:
+        started.append(Lines([EXECUTABLE, "log", "stream", *args]))
+        return started[-1]
 
     yield start
     for f in started:
@@ -153,7 +99,8 @@ def test_catch_up_prints_headers_and_turns_oldest_file_first(root: Path) -> None
     assert lines[1].endswith("] user> first?") and lines[1].startswith("[20")
     assert lines[2].endswith("] agent> (openai/gpt-4.1-nano) one")
     assert lines[3] == "── bob/newer ──"
-    assert lines[4].endswith("user> second?") and lines[5].endswith("agent> (openai/gpt-4.1-nano) two")
+    assert lines[4].endswith("user> second?")
+    assert lines[5].endswith("agent> (openai/gpt-4.1-nano) two")
     assert len(lines) == 6  # no steps without --steps
     assert "\x1b[" not in done.stdout  # not a terminal: no colour
 
@@ -235,7 +182,8 @@ def test_missing_root_without_follow_says_so(root: Path) -> None:
 # -- following -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
-def test_lines_appended_by_another_process_appear(root: Path, follower, mode: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_lines_appended_by_another_process_appear(root: Path, follower: Follower,
+        mode: list[str]) -> None:
     path = write(root / "u" / "s.jsonl", turn("first?", "one"))
     f = follower(*mode)
     f.expect("agent> (openai/gpt-4.1-nano) one")
@@ -248,7 +196,8 @@ def test_lines_appended_by_another_process_appear(root: Path, follower, mode: li
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_new_files_in_new_folders_appear(root: Path, follower, mode: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_new_files_in_new_folders_appear(root: Path, follower: Follower,
+        mode: list[str]) -> None:
     write(root / "u" / "s.jsonl", turn("first?", "one"))
     f = follower(*mode)
     f.expect("agent> (openai/gpt-4.1-nano) one")
@@ -262,20 +211,20 @@ def test_new_files_in_new_folders_appear(root: Path, follower, mode: list[str]) 
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_truncated_file_is_read_again_from_the_start(root: Path, follower, mode: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_truncated_file_is_read_again_from_the_start(root: Path, follower: Follower,
+        mode: list[str]) -> None:
     path = write(root / "u" / "s.jsonl", turn("before?", "before") * 3)
     f = follower(*mode)
     f.expect("agent> (openai/gpt-4.1-nano) before")
-    time.sleep(0.3)
     with open(path, "r+", encoding="utf-8") as handle:
-        handle.truncate(0)
-    time.sleep(0.3)
+        handle.truncate(0)  # seen or not before the append: the file is now shorter than read
     append_elsewhere(path, line(e.user_message("after truncation?")))
     f.expect("user> after truncation?")
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_replaced_file_is_read_from_the_new_inode(root: Path, follower, mode: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_replaced_file_is_read_from_the_new_inode(root: Path, follower: Follower,
+        mode: list[str]) -> None:
     path = write(root / "u" / "s.jsonl", turn("old file?", "old") * 3)
     f = follower(*mode)
     f.expect("agent> (openai/gpt-4.1-nano) old")
@@ -287,46 +236,52 @@ def test_replaced_file_is_read_from_the_new_inode(root: Path, follower, mode: li
     f.expect("agent> (m) new")
 
 
-def test_partial_line_is_printed_once_complete(root: Path, follower) -> None:  # type: ignore[no-untyped-def]
+def test_partial_line_is_printed_once_complete(root: Path, follower: Follower) -> None:
     path = write(root / "u" / "s.jsonl", turn("first?", "one"))
     f = follower()
     f.expect("agent> (openai/gpt-4.1-nano) one")
     whole = line(e.user_message("split in two"))
     append_elsewhere(path, whole[:20])
-    lines = f.drain(1.0)  # the half line must stay unprinted
-    assert not any("split in two" in text for text in lines)
-    assert f.proc.poll() is None
+    # A line written after the half line, in another file, shows the stream has read on.
+    write(root / "u" / "other.jsonl", line(e.user_message("read on")))
+    lines = f.expect("user> read on")
+    assert not any("split" in text for text in lines)  # the half line stays unprinted
     append_elsewhere(path, whole[20:])
-    f.expect("user> split in two")
-    assert f.errors == [] and f.err.empty()  # no diagnostic for the half line
+    lines = f.expect("user> split in two")
+    assert [text.split("] ", 1)[-1] for text in lines if "split" in text] == ["user> split in two"]
+    f.proc.send_signal(signal.SIGINT)
+    assert f.finish() == 130
+    assert [text for text in f.err if text.strip()] == []  # no diagnostic for the half line
 
 
-def test_malformed_line_while_following(root: Path, follower) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_line_while_following(root: Path, follower: Follower) -> None:
     path = write(root / "u" / "s.jsonl", turn("first?", "one"))
     f = follower()
     f.expect("agent> (openai/gpt-4.1-nano) one")
     append_elsewhere(path, "{oops\n" + line(e.user_message("after the bad line")))
     f.expect("user> after the bad line")
-    errors = f.expect_err(f"{path}:9:")
-    assert len(errors) == 1
+    (diagnostic,) = f.expect_err(f"{path}:9:")
+    assert diagnostic.startswith(f"sessiontape: {path}:9: not JSON (")
+    assert diagnostic.endswith("(line skipped)")
+    f.proc.send_signal(signal.SIGINT)
+    assert f.finish() == 130
+    assert [text for text in f.err if text.strip()] == [diagnostic]  # one bad line, one
 
 
-def test_late_logs_root_is_waited_for(root: Path, follower) -> None:  # type: ignore[no-untyped-def]
+def test_late_logs_root_is_waited_for(root: Path, follower: Follower) -> None:
     assert not root.exists()
     f = follower()
-    f.expect_err("waiting for")
-    assert str(root) in f.errors[0]
-    time.sleep(0.5)
-    assert f.proc.poll() is None  # still waiting, not gone
+    (notice,) = f.expect_err("waiting for")
+    assert str(root) in notice
     write(root / "u" / "s.jsonl", line(e.user_message("the root is here")))
     f.expect("user> the root is here")
     append_elsewhere(root / "u" / "s.jsonl", line(e.final_result("and followed", model="m")))
-    f.expect("agent> (m) and followed")
+    f.expect("agent> (m) and followed")  # it waited, then followed
 
 
 def test_closed_pipe_exits_quietly(root: Path) -> None:
     path = write(root / "u" / "s.jsonl", turn("first?", "one") * 2000)  # more than a pipe holds
-    env = {**os.environ, "NO_COLOR": "1"}
+    env = cli_environ()
     shell = ["bash", "-c", 'set -o pipefail; "$0" log stream "$@" | head -n 1', str(EXECUTABLE)]
     once = subprocess.run([*shell, "--no-follow"], capture_output=True, text=True, timeout=60,
                           env=env, check=False)
@@ -337,10 +292,15 @@ def test_closed_pipe_exits_quietly(root: Path) -> None:
                             env=env)
     assert proc.stdout is not None
     assert proc.stdout.readline() == "── u/s ──\n"
-    deadline = time.monotonic() + 20
-    while proc.poll() is None and time.monotonic() < deadline:
+    def gone_after_one_more_line() -> bool:
         append_elsewhere(path, line(e.user_message("more")))
-        time.sleep(0.2)
+        try:
+            proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    wait_for(gone_after_one_more_line, "the stream to end after head has gone")
     try:
         _, err = proc.communicate(timeout=10)
     finally:
@@ -350,54 +310,38 @@ def test_closed_pipe_exits_quietly(root: Path) -> None:
     assert err == ""
 
 
-def test_ctrl_c_exits_130_quietly(root: Path, follower) -> None:  # type: ignore[no-untyped-def]
+def test_ctrl_c_exits_130_quietly(root: Path, follower: Follower) -> None:
     write(root / "u" / "s.jsonl", turn("first?", "one"))
     f = follower()
     f.expect("agent> (openai/gpt-4.1-nano) one")
     f.proc.send_signal(signal.SIGINT)
-    assert f.proc.wait(timeout=10) == 130
-    time.sleep(0.2)
-    while not f.err.empty():
-        f.errors.append(f.err.get())
-    assert all(text.strip() == "" for text in f.errors), f.errors  # no traceback, no message
+    assert f.finish() == 130
+    assert all(text.strip() == "" for text in f.err), f.err  # no traceback, no message
 
 
-def _on_terminal(root: Path, **env: str) -> str:
+def _on_terminal(**env: str) -> str:
     """``--no-follow`` output with stdout on a pseudo-terminal."""
-    import pty
-
-    main_fd, child_fd = pty.openpty()
     environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | env
-    proc = subprocess.Popen([str(EXECUTABLE), "log", "stream", "--no-follow"], stdout=child_fd,
-                            stderr=subprocess.PIPE, env=environment)
-    os.close(child_fd)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(main_fd, 65536)
-        except OSError:  # EIO once the child side is closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(main_fd)
-    assert proc.wait(timeout=60) == 0
-    return b"".join(chunks).decode()
+    code, shown, _ = on_terminal([EXECUTABLE, "log", "stream", "--no-follow"], environment)
+    assert code == 0
+    return shown
 
 
 def test_colour_only_on_a_terminal_and_never_with_no_color(root: Path) -> None:
     write(root / "u" / "s.jsonl", turn("hi?", "hello"))
-    assert "\x1b[" in _on_terminal(root)
-    plain = _on_terminal(root, NO_COLOR="1")
+    assert "\x1b[" in _on_terminal()
+    plain = _on_terminal(NO_COLOR="1")
     assert "\x1b[" not in plain and "user> hi?" in plain
 
 
 def test_idle_files_are_parked_and_resumed_in_process(tmp_path: Path) -> None:
-    """The library: more files than open descriptors allowed; parked files resume where they were."""
+    """The library: more files than open descriptors allowed; parked files resume where they
+    were."""
     from sessiontape.logstream import LogStream
 
     logs = tmp_path / "logs"
-    paths = [write(logs / "u" / f"s{i}.jsonl", line(e.user_message(f"first {i}"))) for i in range(6)]
+    paths = [write(logs / "u" / f"s{i}.jsonl", line(e.user_message(f"first {i}")))
+             for i in range(6)]
     got: list[str] = []
     stream = LogStream(logs, on_entry=lambda source, entry: got.append(
         f"{source.session}:{entry.data.get('userInput')}"), on_problem=got.append,
@@ -412,7 +356,7 @@ def test_idle_files_are_parked_and_resumed_in_process(tmp_path: Path) -> None:
     replaced = paths[0].with_name("tmp")
     replaced.write_text(line(e.user_message("new s0")), encoding="utf-8")
     os.replace(replaced, paths[0])  # s0 is parked: read from the new file's start
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + WAIT
     stream.follow(stop=lambda: len(got) >= 12 or time.monotonic() > deadline)
     stream.close()
     later = got[6:]

@@ -17,10 +17,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from harness import REPO
 
 from sessiontape.storage.version import __version__
 
-REPO = Path(__file__).resolve().parent.parent
 FOLDERS = {"recorder": "sessiontape", "storage": "sessiontape/storage"}
 OLD_NAMES = ("recorder", "storage")
 
@@ -137,7 +137,8 @@ def documented_imports() -> list[str]:
     for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
         for block in re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S):
             for node in ast.parse(block).body if _parses(block) else _import_lines(block):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sessiontape"):
+                module = node.module if isinstance(node, ast.ImportFrom) else None
+                if module and module.startswith("sessiontape"):
                     statements.append(ast.unparse(node))
     return statements
 
@@ -159,7 +160,8 @@ def _import_lines(block: str) -> list[ast.stmt]:
 
 def documented_names() -> list[tuple[str, list[str], str]]:
     """(section, modules, name) for each name written as `name`, `name(...)` or
-    `Class.method(...)` or `sessiontape.module.name(...)` in a section of docs/api.md headed `## Title — `module`, ...`."""
+    `Class.method(...)` or `sessiontape.module.name(...)` in a section of docs/api.md headed
+    `## Title — `module`, ...`."""
     text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
     found = []
     for section in re.split(r"^## ", text, flags=re.M)[1:]:

@@ -9,11 +9,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from harness import REPO
 
 from sessiontape.storage import paths
-from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root, project_hash, resolved_paths
-
-REPO = Path(__file__).resolve().parent.parent
+from sessiontape.storage.paths import (
+    SkilletPaths,
+    agentuse_sessions_root,
+    project_hash,
+    resolved_paths,
+)
 
 
 def sha16(text: str) -> str:
@@ -31,7 +35,8 @@ def test_project_hash_of_a_git_repo_is_its_toplevel(tmp_path: Path) -> None:
     assert project_hash(repo / "sub" / "dir") == sha16(top)  # any dir of the work tree
 
 
-def test_project_hash_of_a_plain_dir_is_its_abspath(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_project_hash_of_a_plain_dir_is_its_abspath(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     link = tmp_path / "link"
@@ -63,7 +68,8 @@ def test_agentuse_root_falls_back_when_xdg_is_unset_or_empty(
     assert agentuse_sessions_root(tmp_path) == expected / project_hash(tmp_path) / "session"
 
 
-def test_agentuse_root_follows_xdg_at_each_call(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_agentuse_root_follows_xdg_at_each_call(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "one"))
     first = agentuse_sessions_root(tmp_path)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "two"))

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from agents import Agent, Handoff, RunConfig, RunHooks, Runner, function_tool
 from agents.testing import ModelStep
+from harness import snapshot
 from scripted import (
     call,
     chunked_message,
@@ -566,11 +567,7 @@ def test_runs_without_a_recorder_are_untouched(tmp_path: Path) -> None:
     store_size = rec.store.path.stat().st_size
     log_size = rec.log_path.stat().st_size
 
-    def snapshot() -> list[tuple[str, int]]:
-        return sorted((str(p), p.stat().st_mtime_ns) for p in tmp_path.rglob("*")
-                      if p.is_file() and not p.name.endswith(("-wal", "-shm")))
-
-    before = snapshot()
+    before = snapshot(tmp_path, mtimes=True)
     hooks = Counting()
     agent = Agent(name="Plain", tools=[add], model=model(
         tools_step(call("add", {"a": 1, "b": 1}, "c_plain")), final("two")))
@@ -586,7 +583,7 @@ def test_runs_without_a_recorder_are_untouched(tmp_path: Path) -> None:
         return result.final_output
 
     assert asyncio.run(stream()) == "streamed"
-    assert snapshot() == before
+    assert snapshot(tmp_path, mtimes=True) == before
     assert (rec.store.path.stat().st_size, rec.log_path.stat().st_size) == (store_size, log_size)
 
 

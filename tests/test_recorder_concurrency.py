@@ -114,7 +114,7 @@ def test_two_processes_record_into_the_same_store() -> None:
         rows = dict(conn.execute(
             "SELECT session_name, COUNT(*) FROM session_items GROUP BY session_name"))
     # per turn: user, 2 function calls, 2 outputs, the answer
-    assert rows == {name: 6 * turns for name in names}
+    assert rows == dict.fromkeys(names, 6 * turns)
 
     scan = scan_sessions(agentuse_sessions_root())
     assert scan.problems == []

@@ -196,7 +196,8 @@ def test_iso_ms_now_and_default_timestamps() -> None:
 
 def test_default_path_is_under_skillet_home(isolated_env: Path) -> None:
     log = ReplayLog(USER, "fixture_session_1")
-    expected = isolated_env / "skillet" / LOGS_SUBDIR / "john_example_com" / "fixture_session_1.jsonl"
+    expected = (isolated_env / "skillet" / LOGS_SUBDIR / "john_example_com"
+                / "fixture_session_1.jsonl")
     assert log.path == expected
     assert not expected.exists()  # the log itself is created by the first append
     log.append(text_step("x"))

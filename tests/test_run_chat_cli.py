@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-import pty
 import re
-import select
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import EXECUTABLE, Terminal, cli_environ, isolated_environ, run, wait_for
 
 from sessiontape.agent_loader import AgentLoadError, load_agent
 from sessiontape.storage.item_store import ItemStore
@@ -25,7 +22,6 @@ from sessiontape.storage.log_reader import SessionLogReader, Turn
 from sessiontape.storage.names import DEFAULT_USER_ID
 from sessiontape.storage.replay_log import ReplayLog
 
-EXECUTABLE = str(Path(sys.executable).with_name("sessiontape"))
 LISBON = ("A day in Lisbon: it is sunny and 21°C, so start in the old town early and end at "
           "a viewpoint for the sunset. The currency conversion failed (XYZ is not supported), "
           "so budget about 80 EUR.")
@@ -34,6 +30,7 @@ DEMO_TAIL = "so budget about 80 EUR."
 AGENTS = textwrap.dedent('''
     import asyncio
     import itertools
+    from pathlib import Path
 
     from agents import Agent, function_tool
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
@@ -64,7 +61,8 @@ AGENTS = textwrap.dedent('''
 
     @function_tool
     async def slow() -> str:
-        """Takes its time."""
+        """Takes its time (it says when it has started, in the current directory)."""
+        Path("slow.started").touch()
         await asyncio.sleep(60)
         return "late"
 
@@ -85,10 +83,6 @@ def agents_dir(tmp_path: Path) -> Path:
     directory.mkdir()
     (directory / "my_agents.py").write_text(AGENTS)
     return directory
-
-
-def env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "NO_COLOR": "1", **extra}
 
 
 def turns(session: str, skillet_home: Path | None = None) -> list[Turn]:
@@ -142,15 +136,9 @@ class Done:
 
 
 def _run_job(root: Path, agents: Path, commands: list[list[str]]) -> Done:
-    home = root / "home"
-    job_env = {**os.environ, "NO_COLOR": "1", "HOME": str(home),
-               "XDG_DATA_HOME": str(home / "data"), "XDG_STATE_HOME": str(home / "state"),
-               "XDG_CACHE_HOME": str(home / "cache"), "XDG_CONFIG_HOME": str(home / "config"),
-               "SKILLET_HOME": str(root / "skillet"), "OPENAI_AGENTS_DISABLE_TRACING": "1"}
-    job_env.pop("OPENAI_API_KEY", None)
-    done = [subprocess.run([EXECUTABLE, "run", *(a.format(dir=agents) for a in args)],
-                           capture_output=True, text=True, timeout=90, cwd=agents, env=job_env)
-            for args in commands]
+    job_env = isolated_environ(root, NO_COLOR="1")
+    done = [run([EXECUTABLE, "run", *(a.format(dir=agents) for a in args)], cwd=agents,
+                env=job_env) for args in commands]
     return Done(done, root / "skillet")
 
 
@@ -292,83 +280,12 @@ def test_load_agent_errors_say_why(agents_dir: Path, monkeypatch: pytest.MonkeyP
 # -- chat in a pseudo-terminal ----------------------------------------------------------------
 
 
-class Terminal:
-    """The executable on a pty (its controlling terminal, so Ctrl-C is a real SIGINT)."""
-
-    def __init__(self, *args: str, cwd: Path | None = None) -> None:
-        environment = env(TERM="dumb")
-        pid, fd = pty.fork()
-        if pid == 0:  # the child: become the executable
-            try:
-                if cwd is not None:
-                    os.chdir(cwd)
-                os.execve(EXECUTABLE, [EXECUTABLE, *args], environment)
-            finally:
-                os._exit(127)
-        self.pid, self.fd = pid, fd
-        self.pending = ""
-        self.seen = ""
-        self.status: int | None = None
-
-    def _read(self, timeout: float) -> bool:
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        if not ready:
-            return True
-        try:
-            data = os.read(self.fd, 4096)
-        except OSError:  # EIO: the child has gone
-            data = b""
-        self.pending += data.decode(errors="replace").replace("\r\n", "\n")
-        return bool(data)
-
-    def expect(self, text: str, timeout: float = 30) -> str:
-        """Everything up to and including ``text`` (consumed)."""
-        deadline = time.monotonic() + timeout
-        while text not in self.pending:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self._read(left):
-                raise AssertionError(f"no {text!r} on the terminal; it shows:\n"
-                                     f"{self.seen + self.pending}")
-        end = self.pending.index(text) + len(text)
-        chunk, self.pending = self.pending[:end], self.pending[end:]
-        self.seen += chunk
-        return chunk
-
-    def send(self, text: str) -> None:
-        os.write(self.fd, text.encode())
-
-    def line(self, text: str) -> str:
-        """Type ``text`` at the prompt; what it printed up to the next prompt."""
-        self.send(text + "\n")
-        return self.expect("user> ")
-
-    def wait(self, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.status = os.waitstatus_to_exitcode(status)
-                self._read(0.1)
-                return self.status
-            self._read(0.05)
-        raise AssertionError(f"still running; the terminal shows:\n{self.seen + self.pending}")
-
-    def close(self) -> None:
-        if self.status is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-        os.close(self.fd)
-
-
 @pytest.fixture
 def terminals() -> Any:
     opened: list[Terminal] = []
 
     def start(*args: str, cwd: Path | None = None) -> Terminal:
-        terminal = Terminal(*args, cwd=cwd)
+        terminal = Terminal([EXECUTABLE, *args], cli_environ(TERM="dumb"), cwd=cwd)
         opened.append(terminal)
         return terminal
 
@@ -444,18 +361,15 @@ def test_chat_ctrl_c_cancels_the_answer_then_leaves_at_the_prompt(terminals: Any
     chat.expect("user> ")
     chat.send("wait for it\n")
     chat.expect("agent> ")
-    time.sleep(0.5)  # the tool is running (it sleeps a minute)
+    wait_for((agents_dir / "slow.started").exists, "the slow tool to start")
     chat.send("\x03")
     shown = chat.expect("user> ")
     assert "cancelled (recorded as interrupted)" in shown
     shown = chat.line("and now?")
     assert "agent> done at last" in shown
-    # Ctrl-C at the prompt leaves. Not at once: a SIGINT that comes while readline is still
-    # setting up, before it waits for a key, is only seen at the next key (CPython's readline).
-    time.sleep(0.3)
-    chat.send("\x03")
-    assert chat.wait() == 130
-    assert "Traceback" not in chat.seen + chat.pending
+    assert chat.interrupt_at_prompt() == 130  # Ctrl-C at the prompt leaves
+    assert "Traceback" not in chat.seen
     recorded = turns("slow")
     assert [t.user_input for t in recorded] == ["wait for it", "and now?"]
-    assert recorded[0].text.startswith("[run failed] CancelledError") and recorded[1].text == "done at last"
+    assert recorded[0].text.startswith("[run failed] CancelledError")
+    assert recorded[1].text == "done at last"

@@ -11,12 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import pty
-import select
 import sqlite3
 import subprocess
-import sys
-import time
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +20,13 @@ from typing import Any
 
 import pytest
 from agents import Agent, function_tool
+from harness import EXECUTABLE, isolated_environ, next_millisecond, on_terminal, run_many
 from scripted import call, final, model, run_agent, tools_step, usage
 
 from sessiontape import Recorder
 from sessiontape.storage.agentuse_reader import LoadedSession, load_session
 from sessiontape.storage.paths import SkilletPaths
 
-EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 ANN, BOB = "ann@example.com", "bob@example.com"
 TABLES = ("session_items", "session_items_archive", "sessiontape_compactions",
           "sessiontape_links")
@@ -74,7 +70,7 @@ def record_all() -> Recorded:
             await run_agent(compacted, agent, f"count {turn}", streamed=False)
         await compacted.session.compact(force=True)
         recorders.append(compacted)
-        await asyncio.sleep(0.01)  # strictly newer than the others
+        next_millisecond()  # strictly newer than the others
         # bob/trip: the same name as ann's, one plain turn (the newest session)
         other = Recorder(BOB, "trip")
         await run_agent(other, Agent(name="Solo", model=model(final("bob here", usage(5, 5)))),
@@ -91,34 +87,8 @@ def record_all() -> Recorded:
     return asyncio.run(main())
 
 
-def isolated(base: Path) -> dict[str, str]:
-    """An environment like conftest's, under ``base``."""
-    home = base / "home"
-    return {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"),
-            "XDG_STATE_HOME": str(home / "state"), "XDG_CACHE_HOME": str(home / "cache"),
-            "XDG_CONFIG_HOME": str(home / "config"), "SKILLET_HOME": str(base / "skillet"),
-            "OPENAI_AGENTS_DISABLE_TRACING": "1"}
-
-
 def command(*args: str) -> list[str]:
     return [str(EXECUTABLE), "sessions", *args]
-
-
-def run_all(commands: dict[str, list[str]], env: dict[str, str],
-            parallel: int = 4) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Run independent commands a few at a time (each start of the executable costs
-    seconds, most of it importing the Agents SDK)."""
-    results: dict[str, subprocess.CompletedProcess[str]] = {}
-    pending = list(commands.items())
-    while pending:
-        batch, pending = pending[:parallel], pending[parallel:]
-        procs = {key: subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True, env=env)
-                 for key, argv in batch}
-        for key, proc in procs.items():
-            out, err = proc.communicate(timeout=120)
-            results[key] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    return results
 
 
 def row_counts(store: Path, user: str, name: str) -> dict[str, int]:
@@ -151,28 +121,9 @@ def agentuse_totals(session: LoadedSession, subagents: bool = True) -> tuple[int
 
 def _read_terminal(args: list[str], env: dict[str, str]) -> str:
     """stdout of a run whose stdout is a pseudo-terminal."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(command(*args), stdin=subprocess.DEVNULL, stdout=slave,
-                            stderr=subprocess.PIPE, env=env)
-    os.close(slave)
-    chunks = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.5)
-        if ready:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-        elif proc.poll() is not None:
-            break
-    proc.wait(timeout=60)
-    os.close(master)
-    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-    return b"".join(chunks).decode()
+    code, shown, err = on_terminal(command(*args), env)
+    assert code == 0, err
+    return shown
 
 
 @dataclass
@@ -219,11 +170,11 @@ READ_ONLY = {
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     base = tmp_path_factory.mktemp("sessions")
-    env = isolated(base)
-    with pytest.MonkeyPatch.context() as patch:
-        for key in ("HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
-                    "XDG_CONFIG_HOME", "SKILLET_HOME"):
-            patch.setenv(key, env[key])
+    env = isolated_environ(base, NO_COLOR="1")
+    with pytest.MonkeyPatch.context() as patch:  # a module's fixture: before conftest's
+        for key, value in env.items():
+            patch.setenv(key, value)
+        patch.delenv("OPENAI_API_KEY", raising=False)
         recorded = record_all()
     # a log that belongs to no stored session (as if its rows were cleared elsewhere)
     stray = recorded.logs[(ANN, "trip")].parent.parent / "carol" / "notes.jsonl"
@@ -236,7 +187,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     commands["closed_pipe"] = ["bash", "-o", "pipefail", "-c",
                                (f"'{EXECUTABLE}' sessions show trip --user {ANN} --full "
                                 "| head -c 1 >/dev/null")]
-    results = run_all(commands, env)
+    results = run_many(commands, env)
     no_color = {k: v for k, v in env.items() if k != "NO_COLOR"}
     tty_show = _read_terminal(["show", "trip", "--user", ANN], no_color)
     tty_list = _read_terminal(["list"], {**no_color, "NO_COLOR": "1"})
@@ -422,8 +373,8 @@ def test_help_and_closed_pipe(world: World) -> None:
 
 
 def test_readers_on_an_empty_state_create_nothing(tmp_path: Path) -> None:
-    env = isolated(tmp_path / "empty")
-    done = run_all({"list": command("list", "--json")}, env)
+    env = isolated_environ(tmp_path / "empty")
+    done = run_many({"list": command("list", "--json")}, env)
     assert done["list"].returncode == 0 and json.loads(done["list"].stdout) == []
     assert not (tmp_path / "empty").exists()
 
@@ -432,17 +383,9 @@ def test_readers_on_an_empty_state_create_nothing(tmp_path: Path) -> None:
 
 
 def _run_on_terminal(args: list[str], answer: bytes) -> tuple[int, str]:
-    """Run with a pseudo-terminal as stdin, answer the prompt; (exit code, stderr)."""
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.Popen(command(*args), stdin=slave, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        os.write(master, answer)
-        _, err = proc.communicate(timeout=60)
-        return proc.returncode, err
-    finally:
-        os.close(slave)
-        os.close(master)
+    """Run on a pseudo-terminal, answer the prompt; (exit code, stderr)."""
+    code, _, err = on_terminal(command(*args), stdin=answer)
+    return code, err
 
 
 def test_clear_removes_everything_of_that_session_only() -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from pathlib import Path
 
-from sessiontape.writer import EventWriter
-from sessiontape.storage.events import Event
+from harness import REPO, WAIT
 
-REPO = Path(__file__).resolve().parent.parent
+from sessiontape.storage.events import Event
+from sessiontape.writer import EventWriter
 
 
 class Collect:
@@ -43,45 +43,69 @@ def test_events_arrive_in_order_and_a_failure_stops_nothing() -> None:
     for n in range(1000):
         writer.submit(a, Event("s", n))
         writer.submit(b, Event("s", n))
-    assert writer.flush(timeout=30)
+    assert writer.flush(timeout=WAIT)
     assert a.seen == [n for n in range(1000) if n != 3]
     assert b.seen == list(range(1000))
     assert [e.errno for e in a.errors] == [28]  # type: ignore[attr-defined]
 
 
+class Gate(Collect):
+    """A sink whose ``handle`` holds the writer thread until :meth:`open` is called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def handle(self, event: Event) -> None:
+        self.entered.set()
+        assert self.released.wait(WAIT), "the gate was never opened"
+        super().handle(event)
+
+    def open(self) -> None:
+        self.released.set()
+
+
 def test_sinks_flush_once_per_batch_and_before_a_flush_returns() -> None:
-    writer, sink, idle = EventWriter(), Collect(), Collect()
+    writer, gate, sink, idle = EventWriter(), Gate(), Collect(), Collect()
     writer.submit(idle, Event("s", -1))
-    assert writer.flush(timeout=30) and idle.flushed_at == [1]
+    assert writer.flush(timeout=WAIT) and idle.flushed_at == [1]
+    writer.submit(gate, Event("s", 0))
+    assert gate.entered.wait(WAIT)  # the writer is busy: what comes now waits in the queue
     for n in range(500):
         writer.submit(sink, Event("s", n))
-    assert writer.flush(timeout=30)
-    assert sink.flushed_at[-1] == 500  # everything written before flush() returned
-    assert len(sink.flushed_at) <= 3  # 500 quick events: a batch or a few, not 500 flushes
+    gate.open()
+    assert writer.flush(timeout=WAIT)
+    assert sink.seen == list(range(500))
+    assert sink.flushed_at == [500]  # 500 queued events: one batch, one flush, before flush()
+    assert gate.flushed_at == [1]
     assert idle.flushed_at == [1]  # only sinks with events in a batch are flushed
 
 
 def test_an_event_is_written_soon_without_a_flush() -> None:
-    writer, sink = EventWriter(), Collect()
+    class Signals(Collect):
+        def __init__(self) -> None:
+            super().__init__()
+            self.flushed = threading.Event()
+
+        def flush(self) -> None:
+            super().flush()
+            self.flushed.set()
+
+    writer, sink = EventWriter(), Signals()
     writer.submit(sink, Event("s", 1))
-    deadline = time.monotonic() + 5
-    while not sink.flushed_at and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert sink.flushed.wait(WAIT)  # nobody called flush(): the batch window ended by itself
     assert sink.flushed_at == [1]
 
 
 def test_submit_does_not_wait_for_a_slow_sink() -> None:
-    class Slow(Collect):
-        def handle(self, event: Event) -> None:
-            time.sleep(0.05)
-            super().handle(event)
-
-    writer, slow = EventWriter(), Slow()
-    start = time.perf_counter()
+    writer, gate = EventWriter(), Gate()
     for n in range(20):
-        writer.submit(slow, Event("s", n))
-    assert time.perf_counter() - start < 0.05  # 20 events would take 1 s to write
-    assert writer.flush(timeout=30) and slow.seen == list(range(20))
+        writer.submit(gate, Event("s", n))  # returns although the sink holds the writer
+    assert gate.entered.wait(WAIT)
+    assert gate.seen == []  # every submit returned while the first event was still held
+    gate.open()
+    assert writer.flush(timeout=WAIT) and gate.seen == list(range(20))
 
 
 def test_queued_events_are_written_at_interpreter_exit(tmp_path: Path) -> None:
