@@ -77,7 +77,9 @@ def build_agent(index: int) -> Agent[Any]:
         final(f"helper answer {index}", usage(5, 2))))
 
     def first(seen: ModelCall) -> ModelStep:
-        print(f"seen {index} {len(seen.input)}", flush=True)
+        # one write(2) of the whole line: a kill never leaves half of it (with
+        # PYTHONUNBUFFERED, print() writes the text and the newline separately)
+        os.write(sys.stdout.fileno(), f"seen {index} {len(seen.input)}\n".encode())
         return tools_step(*(call("lookup", {"key": f"{index}.0.{n}"})
                             for n in range(PARALLEL_CALLS)),
                           u=usage(100, 10), extra=[reasoning(f"planning run {index}")])

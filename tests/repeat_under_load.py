@@ -5,7 +5,8 @@
 Each hog is a process spinning on a core, so the suite gets less CPU than it would on a
 quiet machine, as on a busy CI host. A test that depends on wall-clock time fails here
 sooner or later; the suite must pass every run. Prints one line per run (exit code, time,
-pytest's summary line) and exits non-zero if any run failed.
+pytest's summary line), keeps the whole output of a failed run in
+``$TMPDIR/sessiontape-load-run-N.log``, and exits non-zero if any run failed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,7 +40,9 @@ def main() -> int:
                   f"{time.monotonic() - started:.0f} s: {summary}", flush=True)
             if done.returncode != 0:
                 failed += 1
-                print(done.stdout[-5000:], done.stderr[-2000:], sep="\n", flush=True)
+                kept = Path(tempfile.gettempdir()) / f"sessiontape-load-run-{run}.log"
+                kept.write_text(done.stdout + "\n" + done.stderr, encoding="utf-8")
+                print(f"  its output: {kept}", flush=True)
     finally:
         for hog in hogs:
             hog.kill()
