@@ -7,6 +7,7 @@ One home for the scaffolding every CLI and process test shares:
 - ``run`` / ``run_cli`` / ``run_many``: finished subprocesses (``run_many`` starts a few at
   once: each start of the executable imports the Agents SDK);
 - ``Lines``: a running process whose stdout and stderr lines are waited for;
+- ``sigint_default``: SIGINT's default action for a child that a test will interrupt;
 - ``Terminal`` and ``on_terminal``: the executable on a pseudo-terminal;
 - ``wait_for`` and ``next_millisecond``: waiting on a state, never sleeping to order things;
 - ``snapshot``: every entry under a directory, to prove that readers change nothing.
@@ -35,6 +36,16 @@ EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 WAIT = 30.0  # seconds a test waits for anything before it is called stuck
 
 T = TypeVar("T")
+
+
+def sigint_default() -> None:
+    """Give SIGINT its default action (in a child, before it executes its program).
+
+    A shell starts a background job (``cmd &`` without job control) with SIGINT ignored,
+    its children inherit that, and a Python program that starts with SIGINT ignored never
+    raises KeyboardInterrupt: the tests that type Ctrl-C would hang. Every process such a
+    test signals is started through this."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def isolated_environ(base: Path, **extra: str) -> dict[str, str]:
@@ -139,7 +150,8 @@ class Lines:
                  cwd: Path | None = None) -> None:
         self.proc = subprocess.Popen([str(a) for a in argv], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=dict(env or cli_environ()), cwd=cwd)
+                                     env=dict(env or cli_environ()), cwd=cwd,
+                                     preexec_fn=sigint_default)
         self.out: list[str] = []
         self.err: list[str] = []
         self._changed = threading.Condition()
@@ -194,6 +206,7 @@ class Terminal:
         pid, fd = pty.fork()
         if pid == 0:  # the child: become the program
             try:
+                sigint_default()
                 if cwd is not None:
                     os.chdir(cwd)
                 os.execve(program[0], program, environment)

@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from harness import REPO
+from harness import REPO, sigint_default
 
 from sessiontape.storage.agentuse_reader import load_session
 from sessiontape.storage.log_reader import SessionLogReader
@@ -34,7 +34,8 @@ SCRIPT = textwrap.dedent("""
 
 def test_ctrl_c_marks_the_session_failed_and_closes_the_turn() -> None:
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+                            stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
+                            preexec_fn=sigint_default)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line, proc.stderr.read() if proc.stderr else ""
