@@ -2,7 +2,12 @@
 
 AgentUse writes ``JSON.stringify(x, null, 2)`` (two-space indent, no trailing
 newline); skilled_crew writes ``JSON.stringify(x)`` (compact). Both print
-non-ASCII as-is, integral numbers without ``.0`` and NaN/Infinity as ``null``.
+non-ASCII as-is and NaN/Infinity as ``null``; every float is printed as
+JavaScript's ``Number::toString`` prints it (:func:`js_number`): the shortest
+digits that read back as the same double (those of ``repr``), in decimal
+notation from 1e-6 up to below 1e21 (``0.000009600000000000001``,
+``100000000000000000000``, ``2`` for ``2.0``, ``0`` for ``-0.0``), else as
+``1e-7``, ``1.5e+300``. Python ints are written exact, whatever their size.
 
 Values JSON has no form for never make a write fail (see docs/formats.md):
 a container that contains itself is cut with ``"[Circular]"``, one nested
@@ -11,19 +16,24 @@ as UTF-8 with replacement, keys that are not strings, numbers, booleans or
 null become their ``str()``, other objects their ``str()`` (``repr()``, then
 ``<TypeName>``, when that raises), lone surrogates are escaped (``\\ud800``).
 
-:func:`loads` reads back everything written here, lone surrogate escapes included.
+:func:`loads` reads back everything written here, lone surrogate escapes included,
+every float as the same double but for integral ones beyond 2**53 (see :func:`loads`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import secrets
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import orjson
 
-__all__ = ["CIRCULAR", "MAX_DEPTH", "TOO_DEEP", "dumps_compact", "dumps_pretty", "js_values",
-           "loads", "safe_str"]
+__all__ = ["CIRCULAR", "MAX_DEPTH", "TOO_DEEP", "dumps_compact", "dumps_pretty", "js_number",
+           "js_values", "loads", "safe_str"]
 
 
 CIRCULAR = "[Circular]"
@@ -45,64 +55,161 @@ def safe_str(value: Any) -> str:
         return f"<{type(value).__name__}>"
 
 
+# Integral floats up to this size print the same digits as their int (beyond, the shortest
+# digits of the double are padded with zeros: 2.0**60 is 1152921504606847000).
+_EXACT_INTEGERS = 2.0**53
+# Non-integral floats of at least this size orjson prints as JavaScript does (plain decimal,
+# shortest digits); smaller ones, and integral ones beyond _EXACT_INTEGERS, are written from
+# js_number (orjson prints 1e-6 as 1e-6 and 1e16 as 1e+16, JavaScript as 0.000001 and
+# 10000000000000000).
+_ORJSON_AGREES_FROM = 1e-5
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def js_number(number: float) -> str:
+    """``String(number)`` in JavaScript (ECMAScript ``Number::toString``).
+
+    The digits are the shortest that read back as the same double (``repr``'s); the
+    notation is decimal from 1e-6 up to below 1e21, else ``d.ddde+N`` / ``de-N``:
+    ``0.000009600000000000001``, ``100000000000000000000``, ``2`` (for ``2.0``), ``0``
+    (for ``-0.0``), ``1e-7``, ``1e+21``, ``1.5e+300``; ``NaN``, ``Infinity``,
+    ``-Infinity``. (JSON has no form for the last three: the encoders write ``null``.)
+    """
+    text = float.__repr__(number)  # float subclasses (numpy's) have a repr of their own
+    mantissa, e, exponent = text.partition("e")
+    if not e:  # repr is decimal from 1e-4 up to below 1e16, as JavaScript is
+        if text.endswith(".0"):
+            return "0" if number == 0 else text[:-2]
+        return _NON_FINITE.get(text, text)
+    power = int(exponent)  # repr's exponent: below -4 or from 16 on
+    if -7 < power < 21:  # JavaScript writes these in decimal too
+        sign = "-" if mantissa[0] == "-" else ""
+        digits = mantissa.lstrip("-").replace(".", "")
+        if power < 0:
+            return f"{sign}0.{'0' * (-power - 1)}{digits}"
+        return sign + digits + "0" * (power + 1 - len(digits))  # 17 digits at most
+    return f"{mantissa}e{'+' if power > 0 else '-'}{abs(power)}"
+
+
 def _js_key(key: Any) -> Any:
     """A dict key both encoders accept: str, int, bool and None as they are; floats as
-    JavaScript prints them; anything else as its ``str()``."""
+    JavaScript prints them (``String(key)``); anything else as its ``str()``."""
     if key is None or isinstance(key, (str, int)):
         return key
     if isinstance(key, float):
-        if math.isnan(key):
-            return "NaN"
-        if math.isinf(key):
-            return "Infinity" if key > 0 else "-Infinity"
-        return str(int(key)) if key.is_integer() else repr(key)
+        return js_number(key)
     return safe_str(key)
+
+
+def _plain_float(number: float) -> Any:
+    """A float as :func:`js_values` returns it."""
+    if number.is_integer():
+        return int(number) if -_EXACT_INTEGERS <= number <= _EXACT_INTEGERS else number
+    return number if math.isfinite(number) else None
+
+
+def _orjson_float(number: float) -> Any:
+    """A float as orjson is given it: itself where orjson prints it as JavaScript does,
+    an int where that prints the same, else the text of :func:`js_number`."""
+    if number.is_integer():
+        if -_EXACT_INTEGERS <= number <= _EXACT_INTEGERS:
+            return int(number)
+        return orjson.Fragment(js_number(number).encode())
+    magnitude = abs(number)
+    if magnitude >= _ORJSON_AGREES_FROM:
+        if magnitude == math.inf:
+            return None
+        return number if type(number) is float else float(number)  # orjson: no subclasses
+    if magnitude == magnitude:  # not NaN
+        return orjson.Fragment(js_number(number).encode())
+    return None
+
+
+# Values that _convert returns as they are: checked inline, without a call per leaf.
+_AS_THEY_ARE = frozenset({str, int, bool, type(None)})
+
+
+def _convert(value: Any, path: frozenset[int], number: Callable[[float], Any]) -> Any:
+    """:func:`js_values` with each float replaced by ``number(float)``."""
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in path:
+            return CIRCULAR
+        if len(path) >= MAX_DEPTH:
+            return TOO_DEEP
+        inner = path | {id(value)}
+        if isinstance(value, dict):
+            return {k if type(k) is str else _js_key(k):
+                    v if type(v) in _AS_THEY_ARE else _convert(v, inner, number)
+                    for k, v in value.items()}
+        return [v if type(v) in _AS_THEY_ARE else _convert(v, inner, number) for v in value]
+    return value
 
 
 def js_values(value: Any, _path: frozenset[int] = frozenset()) -> Any:
     """Return a copy of ``value`` with numbers as JavaScript would print them.
 
-    Integral floats become ints (``1.0`` -> ``1``), non-finite floats become
-    ``None``, a container that contains itself is cut at the repeat with the
-    string ``"[Circular]"``, one below :data:`MAX_DEPTH` levels with
-    ``"[Too deep]"``, and dict keys JSON cannot hold become strings.
+    Integral floats that print the same as ints become ints (``1.0`` -> ``1``; up to
+    2**53, beyond they stay floats), non-finite floats become ``None``, a container
+    that contains itself is cut at the repeat with the string ``"[Circular]"``, one
+    below :data:`MAX_DEPTH` levels with ``"[Too deep]"``, and dict keys JSON cannot hold
+    become strings (floats as :func:`js_number` prints them).
     """
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return None
-        return int(value) if value.is_integer() else value
-    if isinstance(value, (dict, list, tuple)):
-        if id(value) in _path:
-            return CIRCULAR
-        if len(_path) >= MAX_DEPTH:
-            return TOO_DEEP
-        inner = _path | {id(value)}
-        if isinstance(value, dict):
-            return {_js_key(k): js_values(v, inner) for k, v in value.items()}
-        return [js_values(v, inner) for v in value]
-    return value
+    return _convert(value, _path, _plain_float)
 
 
-def _unknown(value: Any) -> Any:
+def _unknown(value: Any, number: Callable[[float], Any] = _orjson_float) -> Any:
     """Fallback for objects JSON has no form for: their ``str`` (never raises)."""
     if isinstance(value, (set, frozenset)):
-        return js_values(list(value))
+        return _convert(list(value), frozenset(), number)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", "replace")
     return safe_str(value)
 
 
+class _Markers:
+    """Floats for the standard encoder: each one not written as an int becomes a marker
+    string (a random tag and its index) whose :func:`js_number` text is kept here."""
+
+    def __init__(self) -> None:
+        self.tag = secrets.token_hex(8)
+        self.numbers: list[str] = []
+
+    def __call__(self, number: float) -> Any:
+        plain = _plain_float(number)
+        if not isinstance(plain, float):
+            return plain
+        self.numbers.append(js_number(plain))
+        return f"{self.tag}:{len(self.numbers) - 1}"
+
+    def replace(self, text: str) -> str:
+        """``text`` with each quoted marker replaced by its number."""
+        if not self.numbers:
+            return text
+        return re.sub(f'"{self.tag}:([0-9]+)"', lambda match: self.numbers[int(match[1])], text)
+
+
+def _dumps_stdlib(value: Any, indent: int | None) -> bytes:
+    """What orjson refuses (lone surrogates, integers beyond 64 bits) through the standard
+    encoder, which escapes them as JSON.stringify does. It prints floats as ``repr`` does,
+    so they go in as :class:`_Markers` and come out as :func:`js_number` prints them."""
+    separators = (",", ": ") if indent else (",", ":")
+    while True:
+        markers = _Markers()
+        text = json.dumps(_convert(value, frozenset(), markers),
+                          default=partial(_unknown, number=markers), indent=indent,
+                          separators=separators, ensure_ascii=True)
+        if text.count(markers.tag) == len(markers.numbers):  # no string holds the tag
+            return markers.replace(text).encode("ascii")
+
+
 def _dumps(value: Any, option: int, indent: int | None) -> bytes:
-    value = js_values(value)
+    converted = _convert(value, frozenset(), _orjson_float)
     try:
-        return orjson.dumps(value, default=_unknown, option=option)
+        return orjson.dumps(converted, default=_unknown, option=option)
     except (TypeError, orjson.JSONEncodeError):
-        # Lone surrogates or integers beyond 64 bits: the stdlib encoder
-        # escapes what orjson refuses, as JSON.stringify does.
-        separators = (",", ": ") if indent else (",", ":")
-        text = json.dumps(value, default=_unknown, indent=indent, separators=separators,
-                          ensure_ascii=True)
-        return text.encode("ascii")
+        return _dumps_stdlib(value, indent)
 
 
 def dumps_pretty(value: Any) -> bytes:
@@ -123,7 +230,12 @@ def loads(data: bytes | str) -> Any:
     """Parse JSON (orjson), falling back to the standard parser for what orjson refuses
     but JSON allows: lone surrogate escapes (``"\\ud800"``, which :func:`dumps_compact`
     writes for a string holding one) and numbers beyond a double. ``NaN`` and
-    ``Infinity`` literals stay refused. Raises ValueError."""
+    ``Infinity`` literals stay refused. Raises ValueError.
+
+    Every float written here reads back as the same double, except integral doubles beyond
+    2**53: JavaScript writes them as their shortest digits padded with zeros (2.0**60 as
+    ``1152921504606847000``), which read back as that integer (``JSON.parse`` would read the
+    double)."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as error:

@@ -1,13 +1,30 @@
-"""JSON bytes as JSON.stringify writes them, checked against files AgentUse wrote."""
+"""JSON bytes as JSON.stringify writes them, checked against files AgentUse wrote and,
+for numbers, against what Node's own JSON.stringify prints."""
 
 from __future__ import annotations
 
 import json
+import math
+import random
+import shutil
+import struct
+import subprocess
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from sessiontape.storage.json_style import CIRCULAR, dumps_compact, dumps_pretty
+from sessiontape.storage import json_style
+from sessiontape.storage.json_style import (
+    CIRCULAR,
+    dumps_compact,
+    dumps_pretty,
+    js_values,
+    loads,
+)
 
 
 @pytest.mark.parametrize(
@@ -61,3 +78,219 @@ def test_every_skillet_fixture_line_round_trips_byte_for_byte(skillet_fixture: P
     assert len(lines) > 20
     for line in lines:
         assert dumps_compact(json.loads(line)) == line
+
+
+# --- Numbers as JSON.stringify prints them, checked against a real Node ----------------------
+#
+# One Node process serves the whole module: each request is one line, a JSON array of values
+# in a tagged form that carries every float as the 8 bytes of its IEEE double (so Node holds the
+# very same double), and each answer is one line, ``[JSON.stringify(v), JSON.stringify(v, null,
+# 2)]`` for every value. Tests that use it compare both of our encoders with those bytes.
+
+NODE_STRINGIFY = r"""
+const build = (x) => {
+  if ("f" in x) return Buffer.from(x.f, "hex").readDoubleBE(0);
+  if ("s" in x) return x.s;
+  if ("v" in x) return x.v;
+  if ("l" in x) return x.l.map(build);
+  const object = {};
+  for (const [key, value] of x.d) object[String(build(key))] = build(value);
+  return object;
+};
+require("readline").createInterface({ input: process.stdin }).on("line", (line) => {
+  const answers = JSON.parse(line).map((item) => {
+    const value = build(item);
+    return [JSON.stringify(value), JSON.stringify(value, null, 2)];
+  });
+  process.stdout.write(JSON.stringify(answers) + "\n");
+});
+"""
+
+
+def tagged(value: object) -> object:
+    """``value`` in the form NODE_STRINGIFY builds back: floats as their 8 big-endian bytes."""
+    if isinstance(value, float):
+        return {"f": struct.pack(">d", value).hex()}
+    if isinstance(value, str):
+        return {"s": value}
+    if isinstance(value, (list, tuple)):
+        return {"l": [tagged(item) for item in value]}
+    if isinstance(value, dict):
+        return {"d": [[tagged(key), tagged(item)] for key, item in value.items()]}
+    assert value is None or (isinstance(value, int) and abs(value) <= 2**53), value
+    return {"v": value}
+
+
+class Node:
+    """A ``node -e`` process answering with JSON.stringify's bytes for a batch of values."""
+
+    def __init__(self) -> None:
+        node = shutil.which("node")
+        assert node, "these tests need Node (node) on PATH"
+        self.process = subprocess.Popen([node, "-e", NODE_STRINGIFY], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, encoding="utf-8")
+
+    def stringify(self, values: Sequence[object]) -> list[tuple[bytes, bytes]]:
+        """``(JSON.stringify(v), JSON.stringify(v, null, 2))`` as bytes for each value."""
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps([tagged(value) for value in values]) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"node exited with {self.process.wait()}"
+        return [(compact.encode(), pretty.encode()) for compact, pretty in json.loads(line)]
+
+    def close(self) -> None:
+        assert self.process.stdin
+        self.process.stdin.close()
+        assert self.process.wait() == 0
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[Node]:
+    process = Node()
+    yield process
+    process.close()
+
+
+def mismatches(node: Node, values: Sequence[object]) -> list[str]:
+    """Every value whose bytes from dumps_compact or dumps_pretty differ from Node's."""
+    found = []
+    for value, (compact, pretty) in zip(values, node.stringify(values), strict=True):
+        ours = (dumps_compact(value), dumps_pretty(value))
+        if ours != (compact, pretty):
+            found.append(f"{value!r}: ours {ours!r}, JSON.stringify {(compact, pretty)!r}")
+    return found
+
+
+def in_shapes(number: float) -> list[object]:
+    """``number`` as a value, in a list, in nested dicts and as a dict key (JSON.stringify
+    writes a numeric key as ``String(key)``)."""
+    return [number, [number, -number], {"cost": number, "deep": {"list": [1, number, "x"]}},
+            {number: "key"}, {"k": {number: [number]}}]
+
+
+def read_back(number: float) -> object:
+    """What reading ``number`` back must give: the same double (NaN and infinities: null)."""
+    return number if math.isfinite(number) else None
+
+
+def as_doubles(value: Any) -> Any:
+    """``value`` as read back, with integers beyond 2**53 as doubles: JavaScript writes an
+    integral double beyond 2**53 as its shortest digits padded with zeros, which a Python
+    parser reads as an integer (orjson as a float beyond 64 bits)."""
+    if isinstance(value, list):
+        return [as_doubles(item) for item in value]
+    if isinstance(value, dict):
+        return {key: as_doubles(item) for key, item in value.items()}
+    if type(value) is int and abs(value) > 2**53:
+        return float(value)
+    return value
+
+
+FLOATS = [
+    9.600000000000001e-06, 5e-05, 1.5e300, 1e21, 1e20, 123456789012345680000.0, 1e-7, 1e-6,
+    0.1, 0.1 + 0.2, -0.0, 0.0, 5e-324, 1.7976931348623157e308, -1.7976931348623157e308, 2.0,
+    -2.5, 1e-5, 1e-4, 1.5e-10, 2.2250738585072014e-308, 1e22, 1e-300, 1e16, 1e15, 4.35,
+    0.40049999999999997, 1.2345678901234567, 12345.678901234567, 0.00012345678901234567,
+    math.nextafter(1e21, 0), math.nextafter(1e-6, 0), math.nextafter(1e-7, 1), 2.0**53,
+    2.0**53 + 2, -(2.0**60), 2.0**63, 2.0**64, 2.0**64 * 3, 2.0**70, 3e-7,
+    -9.600000000000001e-06, 0.5, 100.0, math.inf, -math.inf, math.nan,
+]
+
+
+@pytest.fixture(scope="module")
+def table_answers(node: Node) -> dict[str, list[tuple[bytes, bytes]]]:
+    """Node's bytes for every shape of every float in FLOATS, in one request."""
+    values = [shape for number in FLOATS for shape in in_shapes(number)]
+    answers = iter(node.stringify(values))
+    return {repr(number): [next(answers) for _ in in_shapes(number)] for number in FLOATS}
+
+
+@pytest.mark.parametrize("number", FLOATS, ids=repr)
+def test_floats_are_written_as_json_stringify_writes_them(
+        number: float, table_answers: dict[str, list[tuple[bytes, bytes]]]) -> None:
+    """Each shape of each float: dumps_compact is JSON.stringify(v), dumps_pretty
+    JSON.stringify(v, null, 2), byte for byte, as printed by Node itself."""
+    for shape, (compact, pretty) in zip(in_shapes(number), table_answers[repr(number)],
+                                        strict=True):
+        assert (dumps_compact(shape), dumps_pretty(shape)) == (compact, pretty), shape
+    assert as_doubles(loads(dumps_compact([number]))) == [read_back(number)]
+    assert as_doubles(loads(dumps_pretty({"n": number}))) == {"n": read_back(number)}
+
+
+def test_the_costs_from_the_report() -> None:
+    """The forms that were wrong, spelled out (the table above checks them against Node)."""
+    assert dumps_compact({"cost": 9.600000000000001e-06}) == b'{"cost":0.000009600000000000001}'
+    assert dumps_compact([5e-05, 1.5e300, 1e21, 1e20, 1e-7, 1e-6]) == (
+        b"[0.00005,1.5e+300,1e+21,100000000000000000000,1e-7,0.000001]")
+    assert dumps_compact({9.6e-06: 1, 1e21: 2}) == b'{"0.0000096":1,"1e+21":2}'
+
+
+@pytest.mark.parametrize("number", FLOATS, ids=repr)
+def test_floats_beside_what_orjson_refuses_are_written_the_same(
+        number: float, table_answers: dict[str, list[tuple[bytes, bytes]]]) -> None:
+    """A lone surrogate or an integer beyond 64 bits sends the document to the standard
+    encoder: its numbers are written the same way, and read back."""
+    compact, pretty = table_answers[repr(number)][2]
+    for odd, text in (("\ud800", b'"\\ud800"'), (2**70, str(2**70).encode())):
+        assert dumps_compact([odd, {"cost": number, "deep": {"list": [1, number, "x"]}}]) == (
+            b"[" + text + b"," + compact + b"]")
+        indented = pretty.replace(b"\n", b"\n  ")
+        assert dumps_pretty([odd, {"cost": number, "deep": {"list": [1, number, "x"]}}]) == (
+            b"[\n  " + text + b",\n  " + indented + b"\n]")
+        assert as_doubles(loads(dumps_compact([odd, number])))[1:] == [read_back(number)]
+
+
+def random_floats(count: int, seed: int) -> list[float]:
+    """Finite floats of every kind: uniform bit patterns (mostly huge or tiny), decimals
+    around the switches between notations, integral values, and short decimals like costs."""
+    rng = random.Random(seed)
+    floats: list[float] = []
+    while len(floats) < count:
+        kind = len(floats) % 4
+        if kind == 0:
+            number = struct.unpack(">d", rng.getrandbits(64).to_bytes(8, "big"))[0]
+        elif kind == 1:
+            number = rng.uniform(-10, 10) * 10.0 ** rng.randint(-12, 25)
+        elif kind == 2:
+            number = float(rng.getrandbits(rng.randint(1, 75)))
+        else:
+            number = round(rng.uniform(0, 1) * 10.0 ** rng.randint(-9, 3), rng.randint(1, 17))
+        if math.isfinite(number):
+            floats.append(number)
+    return floats
+
+
+def test_random_floats_match_node(node: Node) -> None:
+    """2000 seeded floats, each as a value and as a key, in one request."""
+    floats = random_floats(2000, seed=20260522)
+    assert mismatches(node, [[number, {number: number}] for number in floats]) == []
+    assert as_doubles(loads(dumps_compact(floats))) == floats
+    assert as_doubles(loads(dumps_pretty(floats))) == floats
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(), min_size=1, max_size=20))
+def test_any_floats_match_node(node: Node, floats: list[float]) -> None:
+    values = [floats, {"cost": floats[0], "keys": {floats[0]: 0}}]
+    assert mismatches(node, values) == []
+    assert as_doubles(loads(dumps_compact(floats))) == [read_back(number) for number in floats]
+
+
+def test_js_values_keeps_floats_floats() -> None:
+    """Integral floats become ints only up to 2**53, where the int prints the same digits;
+    beyond, they stay floats (and are printed as JavaScript prints them)."""
+    converted = js_values([2.0, -0.0, 2.0**53, 2.0**53 + 2, 1.5e300, 1e21, 0.5, math.inf])
+    assert converted == [2, 0, 2**53, 2.0**53 + 2, 1.5e300, 1e21, 0.5, None]
+    assert [type(item) for item in converted] == [int, int, int, float, float, float, float,
+                                                  type(None)]
+
+
+def test_a_string_holding_the_float_marker_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standard encoder's path writes floats through marker strings with a random tag;
+    a tag that a string of the value holds is not used."""
+    tags = iter(["feedface00000000", "0123456789abcdef"])
+    monkeypatch.setattr(json_style.secrets, "token_hex", lambda _size: next(tags))
+    value = ["\ud800", "feedface00000000:0", 1e-7, {"cost": 9.600000000000001e-06}]
+    assert dumps_compact(value) == (
+        b'["\\ud800","feedface00000000:0",1e-7,{"cost":0.000009600000000000001}]')
