@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
+import openai
 from agents import Agent, MaxTurnsExceeded, RunConfig
 from agents.tool_context import ToolContext
 
@@ -26,19 +28,61 @@ from .hooks import RecorderHooks, now_ms
 if TYPE_CHECKING:
     from .recorder import Recorder
 
-__all__ = ["RunScope", "failure_code"]
+__all__ = ["MAX_DETAIL_CHARS", "RunScope", "describe_failure", "failure_code"]
+
+
+# The error part's and the session error's ``detail`` are cut here, as AgentUse cuts them.
+MAX_DETAIL_CHARS = 4000
+_MAX_CAUSES = 8  # how far an exception's ``__cause__`` chain is followed
+
+
+def _api_error(error: BaseException) -> openai.APIStatusError | None:
+    """The provider's HTTP error behind ``error``: itself, or one in its cause chain
+    (AgentUse unwraps its AI SDK's retry wrappers and causes the same way)."""
+    seen: BaseException | None = error
+    for _ in range(_MAX_CAUSES):
+        if seen is None:
+            return None
+        if isinstance(seen, openai.APIStatusError):
+            return seen
+        seen = seen.__cause__
+    return None
+
+
+def _response_body(error: openai.APIStatusError) -> str | None:
+    """The provider's raw response body (cut at :data:`MAX_DETAIL_CHARS`), or None.
+    Only what the client has already read: no I/O, and never an exception."""
+    try:
+        content = error.response.content  # raises when the body was not read
+        if isinstance(content, (bytes, bytearray)) and content:
+            return bytes(content[:MAX_DETAIL_CHARS * 4]).decode(
+                "utf-8", "replace")[:MAX_DETAIL_CHARS]
+    except Exception:
+        pass
+    return None
 
 
 def failure_code(error: BaseException) -> tuple[str, dict[str, Any]]:
-    """AgentUse's error code for an exception, and extra ``error`` fields."""
+    """AgentUse's error code for an exception, and the extra fields of the session's
+    ``error`` (``statusCode``, ``url``, ``detail`` of a provider's HTTP error, in
+    AgentUse's order; ``detail`` is the response body)."""
     if isinstance(error, asyncio.CancelledError):
         return "USER_STOPPED", {}
     if isinstance(error, KeyboardInterrupt):
         return "USER_INTERRUPT", {}
-    if isinstance(error, TimeoutError):
+    if isinstance(error, (TimeoutError, openai.APITimeoutError)):
         return "TIMEOUT", {}
-    status = getattr(error, "status_code", None)
-    extra = {"statusCode": status} if isinstance(status, int) else {}
+    extra: dict[str, Any] = {}
+    api = _api_error(error)
+    status = api.status_code if api is not None else getattr(error, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        extra["statusCode"] = status
+    if api is not None:
+        with contextlib.suppress(Exception):  # no query string: it may carry a key
+            extra["url"] = str(api.request.url).split("?", 1)[0]
+        body = _response_body(api)
+        if body:
+            extra["detail"] = body
     if status in (401, 403):
         return "AUTH_ERROR", extra
     return "EXECUTION_ERROR", extra
@@ -51,7 +95,47 @@ def _message(error: BaseException) -> str:
         return "the run was cancelled"
     if isinstance(error, KeyboardInterrupt):
         return "the run was interrupted (Ctrl-C)"
+    if isinstance(error, openai.APIStatusError):
+        # The provider's own message (AgentUse's ``message``), not the client's
+        # "Error code: 400 - ..." wrapper; the status and body go to statusCode and detail.
+        body = error.body
+        provided = body.get("message") if isinstance(body, dict) else None
+        if isinstance(provided, str) and provided:
+            return provided
     return safe_str(error) or type(error).__name__
+
+
+def _exception_text(error: BaseException, message: str) -> str:
+    """``Type: message``, then ``Caused by Type: message`` for each explicit cause:
+    the ``detail`` of the error part when the provider sent no body."""
+    lines = [f"{type(error).__name__}: {message}"]
+    cause = error.__cause__
+    for _ in range(_MAX_CAUSES):
+        if cause is None:
+            break
+        lines.append(f"Caused by {type(cause).__name__}: {safe_str(cause)}")
+        cause = cause.__cause__
+    return "\n".join(lines)[:MAX_DETAIL_CHARS]
+
+
+def describe_failure(error: BaseException) -> tuple[str, str, dict[str, Any], str]:
+    """``(code, message, session error extras, error part detail)`` for a run's exception.
+
+    Never raises: it runs in the runner's ``except`` clause, where an exception of ours
+    would replace the run's own."""
+    try:
+        message = _message(error)
+    except Exception:
+        message = type(error).__name__
+    try:
+        code, extra = failure_code(error)
+    except Exception:
+        code, extra = "EXECUTION_ERROR", {}
+    try:
+        detail = extra.get("detail") or _exception_text(error, message)
+    except Exception:
+        detail = f"{type(error).__name__}: {message}"
+    return code, message, extra, detail
 
 
 class RunScope:
@@ -126,8 +210,7 @@ class RunScope:
     def fail(self, error: BaseException) -> None:
         if not self.ended:
             self.ended = True
-            code, extra = failure_code(error)
-            message = _message(error)
+            code, message, extra, detail = describe_failure(error)
             if self.parent is not None and self.call_id:
                 # Agent.as_tool turns a failed nested run into a plain string for the model
                 # through its own failure function, which bypasses tool_error_formatter:
@@ -135,4 +218,4 @@ class RunScope:
                 self.submit(ToolFailed(self.parent.id, now_ms(), self.call_id,
                                        f"{type(error).__name__}: {message}"))
             self.submit(RunFailed(self.id, now_ms(), code, message, type(error).__name__,
-                                  self.model, extra))
+                                  self.model, extra, detail))

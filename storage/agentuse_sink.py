@@ -46,28 +46,74 @@ def tool_input(arguments: str) -> Any:
 
 @dataclass
 class _Tool:
+    """A tool part of an exchange, and what its state is rendered from.
+
+    ``metadata`` is ours (a subagent call's ``sessionID, agent, path``); ``subagent``
+    is AgentUse's summary of the nested run the call started (``agent, [toolCalls],
+    tokensUsed, duration``), which becomes ``state.output.metadata`` and
+    ``state.metadata.tokens`` as AgentUse writes them for its ``subagent__*`` tools.
+    """
+
     part: AgentUsePart
     input: Any
     start: int
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    subagent: dict[str, Any] | None = None
+    ended: tuple[str, int, dict[str, Any]] | None = None  # status, end, fields once closed
 
     def state(self, status: str, end: int | None = None, **fields: Any) -> dict[str, Any]:
+        """``{status, input, [output | error], time, [metadata]}`` (AgentUse's order)."""
+        if self.subagent is not None and "output" in fields:
+            fields["output"] = {"output": fields["output"], "metadata": self.subagent}
         state: dict[str, Any] = {"status": status, "input": self.input, **fields}
-        if self.metadata:
-            state["metadata"] = self.metadata
         state["time"] = {"start": self.start} if end is None else {"start": self.start, "end": end}
+        metadata = self.metadata
+        tokens = self.subagent.get("tokensUsed") if self.subagent is not None else None
+        if tokens:  # AgentUse: ...(tokens && {metadata: {tokens}})
+            metadata = {"tokens": tokens, **metadata}
+        if metadata:
+            state["metadata"] = metadata
         return state
+
+    def close(self, status: str, end: int, **fields: Any) -> None:
+        """Write the final state (``completed`` or ``error``)."""
+        self.ended = (status, end, fields)
+        self.part.update(state=self.state(status, end, **fields))
+
+    def set_subagent(self, summary: dict[str, Any]) -> None:
+        """The nested run ended: rewrite the state with its summary (already closed, or
+        still running: then the summary goes in when it closes)."""
+        self.subagent = summary
+        if self.ended is not None:
+            status, end, fields = self.ended
+            self.part.update(state=self.state(status, end, **fields))
 
 
 @dataclass
 class _Scope:
     session: AgentUseSession
     message: AgentUseMessage
+    agent_name: str = ""
+    started: int = 0
+    parent_tool: _Tool | None = None  # a subagent run: the parent's tool call that ran it
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # a subagent's {tool, args}
     tools: dict[str, _Tool] = field(default_factory=dict)
     texts: dict[str, AgentUsePart] = field(default_factory=dict)  # streamed text by item
     streaming: AgentUsePart | None = None
     last_rewrite: float = 0.0
+
+    def subagent_summary(self, at: int) -> dict[str, Any]:
+        """What AgentUse's subagent tool returns as ``metadata``: ``{agent, [toolCalls],
+        tokensUsed, duration}`` (``toolCalls`` left out when there were none, as AgentUse
+        does; tokens are this run's own calls, input + output; duration in ms)."""
+        tokens = self.message.tokens
+        summary: dict[str, Any] = {"agent": self.agent_name}
+        if self.tool_calls:
+            summary["toolCalls"] = list(self.tool_calls)
+        summary["tokensUsed"] = tokens.input + tokens.output
+        summary["duration"] = max(0, at - self.started)
+        return summary
 
 
 def _tools_json(agent: AgentInfo) -> list[dict[str, Any]]:
@@ -113,10 +159,11 @@ class AgentUseSink:
                 "max_steps": agent.max_turns, "description": agent.description}
 
     def _start(self, scope: str, session: AgentUseSession, agent: AgentInfo, task: str,
-               at: int) -> None:
+               at: int, parent_tool: _Tool | None = None) -> None:
         session.write_tools(_tools_json(agent))
         system = [agent.instructions] if agent.instructions else []
-        self._scopes[scope] = _Scope(session, session.add_message(task, system=system, created=at))
+        self._scopes[scope] = _Scope(session, session.add_message(task, system=system, created=at),
+                                     agent_name=agent.name, started=at, parent_tool=parent_tool)
 
     def _run_started(self, event: RunStarted) -> None:
         self._writes.flush()  # an earlier run's session.json, if still pending
@@ -142,7 +189,7 @@ class AgentUseSink:
             tool.metadata.update(sessionID=child.id, agent=event.agent.name,
                                  path=str(child.directory.relative_to(parent.session.directory)))
             tool.part.update(state=tool.state("running"))
-        self._start(event.child_scope, child, event.agent, event.task, event.at)
+        self._start(event.child_scope, child, event.agent, event.task, event.at, tool)
 
     def _model_call_started(self, event: ModelCallStarted) -> None:
         scope = self._scopes[event.scope]
@@ -188,6 +235,8 @@ class AgentUseSink:
                                       state={"status": "running", "input": args,
                                              "time": {"start": event.at}})
         scope.tools[event.call_id] = _Tool(part, args, event.at)
+        if scope.parent_tool is not None:  # a subagent's calls, for its summary
+            scope.tool_calls.append({"tool": event.tool_name, "args": args})
 
     def _tool_failed(self, event: ToolFailed) -> None:
         tool = self._scopes[event.scope].tools.get(event.call_id)
@@ -199,9 +248,9 @@ class AgentUseSink:
         if tool is None:
             return
         if tool.error is not None:
-            tool.part.update(state=tool.state("error", event.at, error=tool.error))
+            tool.close("error", event.at, error=tool.error)
         else:
-            tool.part.update(state=tool.state("completed", event.at, output=event.output))
+            tool.close("completed", event.at, output=event.output)
 
     def _compacted(self, event: Compacted) -> None:
         """AgentUse's own ``compaction`` part, in the exchange during which it happened."""
@@ -212,14 +261,20 @@ class AgentUseSink:
 
     def _close_open_tools(self, scope: _Scope, at: int, reason: str) -> None:
         for tool in scope.tools.values():
-            tool.part.update(state=tool.state("error", at, error=tool.error or reason))
+            tool.close("error", at, error=tool.error or reason)
         scope.tools.clear()
+
+    def _report_to_parent(self, scope: _Scope, at: int) -> None:
+        """A subagent run ended: its summary goes into the parent's tool part."""
+        if scope.parent_tool is not None:
+            scope.parent_tool.set_subagent(scope.subagent_summary(at))
 
     def _run_finished(self, event: RunFinished) -> None:
         scope = self._scopes.pop(event.scope)
         self._close_open_tools(scope, event.at, "the run ended before the tool finished")
         scope.message.complete(at=event.at)
         scope.session.set_status("completed", at=event.at)
+        self._report_to_parent(scope, event.at)
 
     def _run_failed(self, event: RunFailed) -> None:
         scope = self._scopes.pop(event.scope, None)
@@ -227,5 +282,11 @@ class AgentUseSink:
             return
         self._close_open_tools(scope, event.at, f"{event.error_type}: {event.message}")
         scope.message.fail(event.message, event.error_type)
+        # AgentUse's error part: what its session view shows as "✗ Run error (CODE): ..."
+        scope.message.add_error(
+            event.message, code=event.code,
+            detail=event.detail or f"{event.error_type}: {event.message}",
+            status_code=event.details.get("statusCode"), at=event.at)
         scope.session.set_status("error", at=event.at, error={
             "code": event.code, "message": event.message, **event.details})
+        self._report_to_parent(scope, event.at)

@@ -35,6 +35,7 @@ __all__ = [
 
 WRITER_VERSION = f"sessiontape/{__version__}"
 SUBAGENT_DIR = "subagent"
+MAX_DETAIL = 4000  # characters of an error's ``detail`` kept (AgentUse's cap)
 
 
 def now_ms() -> int:
@@ -144,6 +145,20 @@ class AgentUseMessage:
         self.info["time"]["completed"] = at if at is not None else now_ms()
         self.save()
 
+    def add_error(self, message: str, *, code: str | None = None, detail: str | None = None,
+                  status_code: int | None = None, source: str = "agent",
+                  at: int | None = None) -> AgentUsePart:
+        """AgentUse's ``error`` part, the failure of a run as its session log shows it:
+        ``{type: "error", source, message, [code], [detail], [statusCode], time: {start}}``
+        then the base fields (AgentUse's key order; an empty or absent field is omitted,
+        as AgentUse omits it). ``detail`` is cut at 4000 characters."""
+        if detail and len(detail) > MAX_DETAIL:
+            detail = detail[:MAX_DETAIL]
+        return self.add_part("error", source=source, message=message, code=code or None,
+                             detail=detail or None,
+                             statusCode=status_code if isinstance(status_code, int) else None,
+                             time={"start": at if at is not None else now_ms()})
+
     def fail(self, message: str, error_type: str | None = None) -> None:
         """Record the exchange's error; ``time.completed`` stays absent."""
         self.info["assistant"]["error"] = drop_none(message=message, type=error_type)
@@ -245,17 +260,23 @@ class AgentUseSession:
                    at: int | None = None) -> None:
         """Set ``status`` (``running``, ``completed``, ``error``...), bump ``time.updated``.
 
-        ``error`` is ``{code, message, time, [statusCode], [url], [detail]}``;
-        it is removed when the status is not ``error``.
+        ``error`` holds ``code`` (default ``EXECUTION_ERROR``), ``message`` and optionally
+        ``statusCode``, ``url``, ``detail`` (cut at 4000 characters); it is written in
+        AgentUse's key order, ``{code, message, [statusCode], [url], [detail], time}``
+        (``time`` is ``at``), and removed when the status is not ``error``.
         """
         at = at if at is not None else now_ms()
         self.info["status"] = status
         self.info["time"]["updated"] = at
         if error is not None:
-            detail = error.get("detail")
-            if isinstance(detail, str) and len(detail) > 4000:
-                error = {**error, "detail": detail[:4000]}
-            self.info["error"] = {"code": "EXECUTION_ERROR", "time": at, **error}
+            fields = {k: v for k, v in error.items() if k != "time"}
+            detail = fields.get("detail")
+            if isinstance(detail, str) and len(detail) > MAX_DETAIL:
+                fields["detail"] = detail[:MAX_DETAIL]
+            ordered: dict[str, Any] = {"code": fields.pop("code", "EXECUTION_ERROR")}
+            if "message" in fields:
+                ordered["message"] = fields.pop("message")
+            self.info["error"] = {**ordered, **fields, "time": at}
         elif status != "error":
             self.info.pop("error", None)
         self.save()

@@ -210,13 +210,20 @@ class RunFinished(Event):
 
 @dataclass(frozen=True)
 class RunFailed(Event):
-    """The run ended with an exception (AgentUse error codes: EXECUTION_ERROR, ...)."""
+    """The run ended with an exception (AgentUse error codes: EXECUTION_ERROR, ...).
+
+    ``details`` are the extra fields of session.json's ``error`` for a provider's HTTP
+    error (``statusCode``, ``url``, ``detail`` = the response body); ``detail`` is the
+    ``detail`` of the exchange's ``error`` part: that body, else the exception as text
+    (``Type: message`` and its causes).
+    """
 
     code: str
     message: str
     error_type: str
     model: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    detail: str = ""
 
 
 class Sink(Protocol):

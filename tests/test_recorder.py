@@ -303,7 +303,7 @@ def test_a_subagent_gets_a_nested_session(streamed: bool) -> None:
     assert agent_part["name"] == "Helper"
     tool = tool_parts(msg)["c_helper"]
     assert tool["state"]["status"] == "completed"
-    assert tool["state"]["output"] == "four"
+    assert tool["state"]["output"]["output"] == "four"  # AgentUse's {output, metadata}
 
     [child] = session.subagents
     assert child.directory.parent == session.directory / "subagent"

@@ -76,7 +76,7 @@ def test_recorders_running_together_in_one_loop_stay_apart() -> None:
         tools = tool_parts(msg)
         assert set(tools) == {f"c_p{n}", f"c_sub{n}"}
         assert tools[f"c_p{n}"]["state"]["output"] == f"p{n} after {0.02 * (n % 3)}"
-        assert tools[f"c_sub{n}"]["state"]["output"] == f"helper {n} done"
+        assert tools[f"c_sub{n}"]["state"]["output"]["output"] == f"helper {n} done"
         [child] = session.subagents
         assert child.info["agent"]["name"] == f"Helper{n}"
         assert tools[f"c_sub{n}"]["state"]["metadata"]["sessionID"] == child.id
