@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+from sessiontape.storage.json_style import dumps_compact
 
 from .console import (
     EXIT_FAILURE,
@@ -18,16 +22,22 @@ from .console import (
 )
 from .sessions import (
     AmbiguousSessionError,
+    Locations,
     SessionInfo,
     SessionLookupError,
+    SubagentView,
+    TurnView,
     Usage,
     clear_session,
+    content_text,
     find_session,
+    item_output_text,
     list_sessions,
     session_locations,
     show_session,
+    tool_output_text,
 )
-from .transcript import render_turns
+from .transcript import input_text, render_turns, short
 
 PROG = "sessiontape sessions"
 
@@ -53,15 +63,26 @@ def _usage_text(usage: Usage, main: Usage | None) -> str:
     return text
 
 
-def _lookup(query: str, user: str | None, *, by_id: bool = True) -> SessionInfo | int:
+def _locations(args: argparse.Namespace) -> Locations:
+    """The store, logs and the AgentUse root of ``--project`` (default: the current
+    directory's project)."""
+    return Locations.resolve(project_root=args.project)
+
+
+def _user(info: SessionInfo) -> str:
+    return info.user_id if info.user_id is not None else "-"
+
+
+def _lookup(query: str, user: str | None, where: Locations, *,
+            by_id: bool = True) -> SessionInfo | int:
     """The session, or the exit code after saying why there is none."""
     try:
-        return find_session(query, user, by_id=by_id)
+        return find_session(query, user, by_id=by_id, locations=where)
     except AmbiguousSessionError as exc:
         eprint(f"{PROG}: {exc}:")
         for info in exc.candidates:
-            eprint(printable(f"  {info.session_name}  user {info.user_id}"
-                             f"  agentuse {info.agentuse_id or '-'}"))
+            eprint(printable(f"  {info.session_name}  user {_user(info)}"
+                             f"  agentuse {info.agentuse_id or '-'}  origin {info.origin}"))
         return EXIT_USAGE
     except SessionLookupError as exc:
         eprint(f"{PROG}: {exc}")
@@ -77,7 +98,7 @@ def _warn(info: SessionInfo) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    sessions = list_sessions(args.user)
+    sessions = list_sessions(args.user, locations=_locations(args))
     for info in sessions:
         _warn(info)
     if args.json:
@@ -89,7 +110,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     style = Style(use_color())
     header = ["NAME", "USER", "TURNS", "ITEMS", "TOKENS", "COST", "LAST ACTIVITY", "AGENTUSE DIR"]
-    rows = [[printable(info.session_name), printable(info.user_id), str(info.turns),
+    rows = [[printable(info.session_name), printable(_user(info)), str(info.turns),
              str(info.items), str(info.usage.tokens) if info.usage else "-",
              _cost(info.usage.cost if info.usage else None), _local_time(info),
              printable(str(info.agentuse_dir)) if info.agentuse_dir else "-"]
@@ -112,30 +133,128 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _item_line(item: Any) -> str:
+    """A stored item on one line, in the Python SDK's shapes (``call_id``,
+    ``function_call_output``) and the JavaScript SDK's (``callId``, ``function_call_result``
+    with an ``{"type": "text"}`` output, ``providerData``)."""
     if not isinstance(item, dict):
         return str(item)
     kind = item.get("type")
     if item.get("role") is not None and kind in (None, "message"):
-        content = item.get("content")
-        if isinstance(content, list):
-            content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-        return f"{item['role']}: {content}"
-    if kind == "function_call":
-        return f"function_call {item.get('name')}({item.get('arguments', '')})"
-    if kind == "function_call_output":
-        return f"function_call_output: {item.get('output')}"
+        return f"{item['role']}: {content_text(item.get('content'))}"
+    if kind in ("function_call", "hosted_tool_call", "custom_tool_call"):
+        arguments = item.get("arguments", item.get("input", ""))
+        if not isinstance(arguments, str):
+            arguments = content_text(arguments) or str(arguments)
+        return f"{kind} {item.get('name')}({arguments})"
+    if kind in ("function_call_output", "function_call_result", "custom_tool_call_output"):
+        name = f" {item['name']}" if isinstance(item.get("name"), str) else ""
+        return f"{kind}{name}: {item_output_text(item.get('output'))}"
     if kind == "reasoning":
-        summary = item.get("summary") or []
-        return "reasoning: " + " ".join(str(s.get("text", "")) for s in summary
-                                        if isinstance(s, dict))
+        texts = [s.get("text", "") for key in ("summary", "content")
+                 for s in (item.get(key) or []) if isinstance(s, dict)]
+        return "reasoning: " + " ".join(map(str, texts))
     return str(kind)
 
 
+def _usage_line(view: TurnView | SubagentView, style: Style, pad: str) -> Iterator[str]:
+    usage = view.usage
+    main = view.usage_main if isinstance(view, TurnView) else None
+    if usage is not None:
+        yield f"{style.dim}{pad}  usage: {_usage_text(usage, main)}{style.reset}"
+
+
+def _indented(text: str, pad: str) -> str:
+    """``text`` (escaped) with its continuation lines indented by ``pad``."""
+    return printable(text).replace("\n", "\n" + pad) if pad else printable(text)
+
+
+def _part_lines(part: dict[str, Any], style: Style, pad: str) -> Iterator[str]:
+    """One part of an AgentUse exchange; ``log`` and step markers are not shown."""
+    kind = part.get("type")
+    dim, red, reset = style.dim, style.red, style.reset
+    if kind == "text":
+        yield f"{pad}agent> {_indented(str(part.get('text', '')), pad)}"
+    elif kind == "reasoning":
+        yield f"{dim}{pad}  · reasoning: {printable(short(part.get('text', '')))}{reset}"
+    elif kind == "tool":
+        state = part.get("state")
+        state = state if isinstance(state, dict) else {}
+        arguments = short(dumps_compact(state.get("input", {})).decode(), 80)
+        call = f"{part.get('tool')}({arguments})"
+        status = state.get("status")
+        if status == "completed":
+            yield f"{dim}{pad}  · {printable(call)} → " \
+                  f"{printable(short(tool_output_text(state.get('output'))))}{reset}"
+        elif status == "error":
+            yield f"{pad}  · {printable(call)} {red}✗ {printable(short(state.get('error', '')))}" \
+                  f"{reset}"
+        else:
+            yield f"{dim}{pad}  · {printable(call)} [{printable(str(status))}]{reset}"
+    elif kind == "error":
+        detail = ", ".join(str(x) for x in (part.get("code"), part.get("statusCode") and
+                                            f"HTTP {part.get('statusCode')}") if x)
+        yield f"{pad}  {red}! error: {printable(str(part.get('message', '')))}" \
+              f"{f' ({printable(detail)})' if detail else ''}{reset}"
+    elif kind == "agent":
+        yield f"{dim}{pad}  · agent {printable(str(part.get('name', '')))}{reset}"
+    elif kind == "file":
+        what = part.get("filename") or part.get("url") or ""
+        yield f"{dim}{pad}  · file {printable(short(what))}{reset}"
+    elif kind == "compaction":
+        yield f"{dim}{pad}  · compaction: {part.get('tokensBefore', '?')} → " \
+              f"{part.get('tokensAfter', '?')} tokens{reset}"
+    elif kind not in ("log", "step-start", "step-finish"):
+        yield f"{dim}{pad}  · {printable(str(kind))}{reset}"
+
+
+def _exchange_lines(view: TurnView, style: Style, pad: str = "") -> Iterator[str]:
+    """An exchange of an AgentUse tree: its prompt, its parts in order (texts, reasoning,
+    tool calls with their results or errors, errors), each subagent it ran under the
+    call that ran it."""
+    yield f"{pad}user> {_indented(input_text(view.turn.user_input), pad)}"
+    by_call = {s.call_id: s for s in view.subagents if s.call_id is not None}
+    for part in view.parts or []:
+        yield from _part_lines(part, style, pad)
+        call_id = part.get("callID") if part.get("type") == "tool" else None
+        sub = by_call.pop(call_id, None) if isinstance(call_id, str) else None
+        if sub is not None:
+            yield from _subagent_lines(sub, style, pad + "    ")
+    for sub in view.subagents:
+        if sub.call_id is None or sub.call_id in by_call:
+            yield from _subagent_lines(sub, style, pad + "    ")
+    if not view.turn.complete:
+        yield f"{pad}{style.dim}[incomplete]{style.reset}"
+
+
+def _subagent_lines(sub: SubagentView, style: Style, pad: str) -> Iterator[str]:
+    status = f", {sub.status}" if sub.status else ""
+    yield (f"{pad}{style.bold}↳ subagent {printable(sub.agent or '-')}{style.reset} "
+           f"{style.dim}({sub.session_id}{printable(status)}){style.reset}")
+    for turn in sub.turns:
+        yield from _exchange_lines(turn, style, pad)
+    yield from _usage_line(sub, style, pad)
+
+
+def _store_turn_lines(view: TurnView, style: Style) -> Iterator[str]:
+    """A turn read from the stored items: the user message, the assistant's messages, the
+    other items (tool calls and results, reasoning) dimmed."""
+    if view.turn.user_input is not None:  # else items before any user message: a summary
+        yield f"user> {printable(input_text(view.turn.user_input))}"
+    for item in (view.items or [])[1 if view.turn.user_input is not None else 0:]:
+        if isinstance(item, dict) and item.get("role") == "assistant":
+            yield f"agent> {printable(content_text(item.get('content')))}"
+        else:
+            yield f"{style.dim}  · {printable(short(_item_line(item), 160))}{style.reset}"
+    if not view.turn.complete:
+        yield f"{style.dim}[incomplete]{style.reset}"
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    found = _lookup(args.name, args.user)
+    where = _locations(args)
+    found = _lookup(args.name, args.user, where)
     if isinstance(found, int):
         return found
-    view = show_session(found, full=args.full)
+    view = show_session(found, full=args.full, locations=where)
     _warn(found)
     if args.json:
         print_json(view.to_json())
@@ -143,22 +262,40 @@ def cmd_show(args: argparse.Namespace) -> int:
     style = Style(use_color())
     info = found
     print(f"{style.bold}{printable(info.session_name)}{style.reset}  "
-          f"user {printable(info.user_id)}  "
+          f"user {printable(_user(info))}  "
           f"{info.turns} turns  {info.items} items"
-          + (f" (+{info.archived} archived)" if info.archived else ""))
+          + (f" (+{info.archived} archived)" if info.archived else "")
+          + f"  origin {info.origin}")
     if info.usage is not None:
         print(f"usage: {_usage_text(info.usage, info.usage_main)}")
     print(printable(f"log: {info.log_path or '-'}"))
     print(printable(f"agentuse: {info.agentuse_dir or '-'}"))
+    if info.agent is not None or info.status is not None:
+        print(printable(f"agent: {info.agent or '-'}  status: {info.status or '-'}"))
+    if isinstance(view.error, dict):
+        code = f" ({view.error['code']})" if view.error.get("code") else ""
+        print(f"{style.red}error{printable(str(code))}: "
+              f"{printable(str(view.error.get('message', '')))}{style.reset}")
     if not view.turns:
-        print(f"{style.dim}(no turns in the replay log){style.reset}")
+        print(f"{style.dim}(no turns: no replay log, AgentUse exchange or stored item)"
+              f"{style.reset}")
+    elif view.source != "log":
+        where_from = {"agentuse": "the AgentUse tree", "store": "the stored items"}
+        print(f"{style.dim}(transcript from {where_from.get(view.source or '', view.source)})"
+              f"{style.reset}")
     for number, turn in enumerate(view.turns, 1):
         print(f"\n{style.bold}Turn {number}{style.reset}"
               + (f" {style.dim}{turn.turn.started}{style.reset}" if turn.turn.started else ""))
-        for text in render_turns([turn.turn], color=style.reset != ""):
+        if turn.source == "agentuse":
+            lines: Iterator[str] = _exchange_lines(turn, style)
+        elif turn.source == "store":
+            lines = _store_turn_lines(turn, style)
+        else:
+            lines = render_turns([turn.turn], color=style.reset != "")
+        for text in lines:
             print(text)
-        if turn.usage is not None:
-            print(f"{style.dim}  usage: {_usage_text(turn.usage, turn.usage_main)}{style.reset}")
+        for text in _usage_line(turn, style, ""):
+            print(text)
     if view.archived is not None:
         print(f"\n{style.bold}Archived (compacted) items: {len(view.archived)}{style.reset}")
         for compaction_id, item in view.archived:
@@ -179,32 +316,35 @@ def _confirm(question: str) -> bool:
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
-    found = _lookup(args.name, args.user, by_id=False)
+    where = _locations(args)
+    found = _lookup(args.name, args.user, where, by_id=False)
     if isinstance(found, int):
         return found
     info = found
+    whose = f" of {info.user_id!r}" if info.user_id is not None else f" ({info.origin})"
     if not args.yes:
         if not sys.stdin.isatty():
             eprint(f"{PROG}: refusing to clear {info.session_name!r} without a terminal to "
                    "confirm on; pass --yes")
             return EXIT_USAGE
-        eprint(f"This removes session {info.session_name!r} of {info.user_id!r}:")
-        eprint(f"  {info.items} stored items, {info.archived} archived items, "
-               f"{info.compactions} compactions and its link in {session_locations()['store']}")
-        eprint(printable(f"  log {info.log_path or '-'}"))
+        eprint(printable(f"This removes session {info.session_name!r}{whose}:"))
+        if info.user_id is not None:
+            eprint(f"  {info.items} stored items, {info.archived} archived items, "
+                   f"{info.compactions} compactions and its link in {where.store_file}")
+            eprint(printable(f"  log {info.log_path or '-'}"))
         eprint(printable(f"  AgentUse tree {info.agentuse_dir or '-'}"))
         if not _confirm("Remove it?"):
             eprint(f"{PROG}: nothing removed")
             return EXIT_FAILURE
-    result = clear_session(info)
+    result = clear_session(info, locations=where)
     for kept in result.kept:
         eprint(f"{PROG}: warning: {printable(str(kept))}")
     if args.json:
         print_json({"session_name": info.session_name, "user_id": info.user_id,
-                    **result.to_json()})
+                    "origin": info.origin, **result.to_json()})
     else:
         rows = ", ".join(f"{count} from {table}" for table, count in result.rows.items())
-        print(f"cleared {info.session_name!r} of {info.user_id!r}: {rows or 'no store rows'}")
+        print(printable(f"cleared {info.session_name!r}{whose}: {rows or 'no store rows'}"))
         for path in result.removed_paths:
             print(printable(f"removed {path}"))
     return EXIT_FAILURE if result.kept else EXIT_OK
@@ -214,18 +354,19 @@ def cmd_clear(args: argparse.Namespace) -> int:
 
 
 def cmd_path(args: argparse.Namespace) -> int:
+    where = _locations(args)
     info = None
     if args.name is not None:
-        found = _lookup(args.name, args.user)
+        found = _lookup(args.name, args.user, where)
         if isinstance(found, int):
             return found
         info = found
-    where = session_locations(info)
+    paths = session_locations(info, locations=where)
     if args.json:
-        print_json(where)
+        print_json(paths)
         return EXIT_OK
-    width = max(map(len, where))
-    for key, value in where.items():
+    width = max(map(len, paths))
+    for key, value in paths.items():
         print(printable(f"{key.ljust(width)}  {value if value is not None else '-'}"))
     return EXIT_OK
 
@@ -244,46 +385,68 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     def user_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--user", default=None, metavar="U",
-                            help="only sessions of this user id (default: any user)")
+                            help="only sessions of this user id (default: any user; the "
+                                 "AgentUse-only sessions, which have no user, only without "
+                                 "--user)")
+        parser.add_argument("--project", type=Path, default=None, metavar="DIR",
+                            help="the project whose AgentUse tree is read (default: the "
+                                 "current directory; its git top level, as AgentUse "
+                                 "hashes it)")
 
     listing = sub.add_parser(
         "list", help="every recorded session, newest first",
-        description="Every session of the item store (and every link to an AgentUse tree), "
-                    "newest first, with its turns (from its replay log), stored items, "
-                    "tokens and cost, last activity and AgentUse directory. TOKENS (input + "
-                    "output) and COST are summed over the message.json files of the AgentUse "
-                    "session INCLUDING its subagents (each subagent's file holds only its own "
-                    "calls, so nothing is counted twice; --json also gives usage_main, the "
-                    "main agent alone). A replay log that belongs to no stored session (its "
-                    "rows were cleared elsewhere, or skilled_crew wrote it) is listed too, "
-                    "with 0 items; without an owner record its user and session are the "
-                    "names in its path. Reads only.")
+        description="Every session, newest first: every pair of the item store (and every "
+                    "link to an AgentUse tree), every replay log, and every session of the "
+                    "project's AgentUse tree (--project, default the current directory) "
+                    "that no link points to, each listed once, with its turns, stored "
+                    "items, tokens and cost, last activity and AgentUse directory. ORIGIN "
+                    "(--json 'origin') says who wrote it: 'sessiontape' (it has "
+                    "sessiontape's link, log owner record or compaction records, or its "
+                    "session.json says sessiontape), 'agentuse' (a session of the AgentUse "
+                    "tree without them: no user, its directory name as its name) or "
+                    "'skilled_crew' (store rows or a log without them). TURNS come from "
+                    "the replay log, else the AgentUse exchanges, else the stored user "
+                    "messages. TOKENS (input + output) and COST are summed over the "
+                    "message.json files of the AgentUse session INCLUDING its subagents "
+                    "(each subagent's file holds only its own calls, so nothing is counted "
+                    "twice; --json also gives usage_main, the main agent alone). A replay "
+                    "log that belongs to no stored session (its rows were cleared "
+                    "elsewhere, or skilled_crew wrote it) is listed with 0 items; without "
+                    "an owner record its user and session are the names in its path. "
+                    "Reads only.")
     user_option(listing)
     listing.add_argument("--json", action="store_true", help="print a JSON array")
     listing.set_defaults(handler=cmd_list)
 
     show = sub.add_parser(
         "show", help="the transcript of one session with per-turn usage",
-        description="Print a session's transcript from its replay log: user>/agent> lines, "
-                    "tool calls dimmed, and each turn's tokens and cost from its AgentUse "
-                    "exchange (subagents included). NAME is a session name (exact), else a "
-                    "prefix of its AgentUse session id (ULID). A name several users have "
-                    "exits 2 with the candidates: choose with --user. Reads only.")
+        description="Print a session's transcript: from its replay log (user>/agent> lines, "
+                    "tool calls dimmed, each turn's tokens and cost from its AgentUse "
+                    "exchange, subagents included); for a session without a log, from its "
+                    "AgentUse exchanges (prompt, texts, reasoning, tool calls with results "
+                    "or errors, errors, each subagent under the call that ran it); for one "
+                    "with neither, from its stored items. NAME is a session name (exact; an "
+                    "AgentUse-only session's is its directory name), else a prefix of its "
+                    "AgentUse session id (ULID). A name several users have, or a prefix of "
+                    "several ids, exits 2 with the candidates: choose with --user or a "
+                    "longer prefix. Reads only.")
     show.add_argument("name", metavar="NAME_OR_ULID_PREFIX")
     user_option(show)
     show.add_argument("--full", action="store_true",
                       help="also print the items compaction moved to the archive")
     show.add_argument("--json", action="store_true",
                       help="print one JSON object (session, turns with steps and usage, "
-                           "archived items with --full)")
+                           "the AgentUse parts and subagents or the stored items of turns "
+                           "read from those, archived items with --full)")
     show.set_defaults(handler=cmd_show)
 
     clear = sub.add_parser(
         "clear", help="remove a session everywhere",
         description="Remove a session's stored items, archived items, compaction records "
                     "and AgentUse link (one transaction), its replay log with its owner "
-                    "record, and its AgentUse tree. Asks y/N on a terminal; without one, "
-                    "refuses (exit 2) unless --yes is given. NAME must be the exact name.")
+                    "record, and its AgentUse tree (an AgentUse-only session: its tree). "
+                    "Asks y/N on a terminal; without one, refuses (exit 2) unless --yes is "
+                    "given. NAME must be the exact name.")
     clear.add_argument("name", metavar="NAME")
     user_option(clear)
     clear.add_argument("--yes", "-y", action="store_true", help="do not ask")
@@ -293,9 +456,10 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     path = sub.add_parser(
         "path", help="where sessions (or one session) are kept",
         description="Without NAME: the item store, the logs root and the AgentUse root of "
-                    "the current project. With NAME (or an AgentUse id prefix): that "
-                    "session's store, log, log owner record and AgentUse directory "
-                    "('-' for what it does not have). Reads only.")
+                    "the project (--project, default the current directory). With NAME (or "
+                    "an AgentUse id prefix): that session's store, log, log owner record and "
+                    "AgentUse directory ('-' for what it does not have; an AgentUse-only "
+                    "session has no store). Reads only.")
     path.add_argument("name", nargs="?", default=None, metavar="NAME")
     user_option(path)
     path.add_argument("--json", action="store_true", help="print one JSON object")

@@ -1,34 +1,54 @@
 """Recorded conversations as a whole: list, show, clear and locate them.
 
-A conversation is a ``(user_id, session_name)`` pair. Its pieces live in three
-places, and this module joins them:
+A conversation lives in up to three places, and this module joins them:
 
 * the skillet item store (``session_items``: the canonical list; also the
   compaction archive, the compaction log and the ``sessiontape_links`` table
-  that names its AgentUse directory);
+  that names its AgentUse directory), where it is a ``(user_id, session_name)``
+  pair;
 * its JSONL replay log (turn count, transcript);
-* its AgentUse session tree (tokens and cost of each exchange).
+* its AgentUse session tree (tokens and cost of each exchange; for a session
+  AgentUse wrote itself, the transcript too).
 
 Every reader here only reads: no store table, log owner record or directory
 is ever created (the log path is *found* the way :func:`sessiontape.storage.replay_log.
 log_path_for` would choose it, without claiming it). Only
 :func:`clear_session` changes anything.
 
-Listing rules (also in ``sessiontape sessions list --help``):
+Listing rules (also in ``sessiontape sessions list --help`` and docs/cli.md):
 
 * every pair with rows in ``session_items``, or a link, is listed;
 * a log that belongs to no such pair (its store rows were cleared by another
   tool, or skilled_crew wrote it) is listed too, with ``items`` 0 and
   ``sources`` ``["log"]``; without an owner record its names are the
   sanitized ones of its file path;
+* every top-level session directory of the project's AgentUse tree
+  (``<ULID>-<agent>`` with a ``session.json``) that no link points to is
+  listed on its own: no user, its directory name as its name (not with
+  ``user_id`` given: it has no user). A linked session is listed once, with
+  its pair; the two are matched by the session's ULID. Subagent sessions
+  belong to their parent and are not listed apart;
+* ``origin`` says who wrote the conversation (:data:`ORIGINS`): ``sessiontape``
+  when it carries sessiontape's own records (a link, a log owner record,
+  compaction records, or a ``session.json`` whose ``version`` is
+  ``sessiontape/...``), ``agentuse`` for a tree session without them,
+  ``skilled_crew`` for store rows and logs without them;
+* turns come from the log; without a log, from the AgentUse exchanges; without
+  either, from the user messages among the stored items;
 * tokens and cost are summed over the ``message.json`` files of the session
   **including its subagents** (each subagent's file holds only its own calls,
   so nothing is counted twice); ``usage_main`` has the main agent's alone.
+
+Stored items are read in both shapes they come in: the Python Agents SDK's
+(``call_id``, ``function_call_output``) and the JavaScript SDK's that
+skilled_crew writes (``callId``, ``function_call_result`` with an
+``{"type": "text", "text": ...}`` output).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -39,14 +59,16 @@ from pathlib import Path
 from typing import Any
 
 from sessiontape.storage.agentuse_reader import (
+    OUR_VERSION_PREFIX,
     CorruptFileError,
     LoadedMessage,
     LoadedSession,
     load_session,
     split_session_dir_name,
 )
+from sessiontape.storage.json_style import dumps_compact, loads
 from sessiontape.storage.links import read_links
-from sessiontape.storage.log_reader import SessionLogReader, Turn
+from sessiontape.storage.log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
 from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
 from sessiontape.storage.replay_log import find_log_path, log_owner, owner_record_path
 from sessiontape.storage.tables import (
@@ -58,21 +80,33 @@ from sessiontape.storage.tables import (
 )
 
 __all__ = [
+    "ORIGINS",
+    "ORIGIN_AGENTUSE",
+    "ORIGIN_SESSIONTAPE",
+    "ORIGIN_SKILLED_CREW",
     "AmbiguousSessionError",
     "ClearResult",
     "Locations",
     "SessionInfo",
     "SessionLookupError",
     "SessionView",
+    "SubagentView",
     "TurnView",
     "UnknownSessionError",
     "Usage",
     "clear_session",
+    "content_text",
     "find_session",
+    "item_output_text",
     "list_sessions",
     "session_locations",
     "show_session",
 ]
+
+ORIGIN_SESSIONTAPE = "sessiontape"
+ORIGIN_AGENTUSE = "agentuse"
+ORIGIN_SKILLED_CREW = "skilled_crew"
+ORIGINS = (ORIGIN_SESSIONTAPE, ORIGIN_AGENTUSE, ORIGIN_SKILLED_CREW)
 
 _PAIR = "user_id = ? AND session_name = ?"
 _PairCounts = dict[tuple[str, str], int]  # rows of a store table per (user_id, session_name)
@@ -83,15 +117,23 @@ _PairCounts = dict[tuple[str, str], int]  # rows of a store table per (user_id, 
 
 @dataclass(frozen=True)
 class Locations:
-    """The store file and logs root to read (default: as the environment resolves them)."""
+    """The store file, logs root and AgentUse sessions root to read (default: as the
+    environment resolves them, the AgentUse root of the current directory's project).
+
+    ``agentuse_root`` None: no AgentUse tree is scanned (linked sessions are still read
+    where their links point)."""
 
     store_file: Path
     logs_root: Path
+    agentuse_root: Path | None = None
 
     @classmethod
-    def resolve(cls, store_file: Path | None = None, logs_root: Path | None = None) -> Locations:
+    def resolve(cls, store_file: Path | None = None, logs_root: Path | None = None, *,
+                project_root: Path | str | None = None,
+                agentuse_root: Path | None = None) -> Locations:
         skillet = SkilletPaths.resolve()
-        return cls(store_file or skillet.store_file, logs_root or skillet.logs_root)
+        return cls(store_file or skillet.store_file, logs_root or skillet.logs_root,
+                   agentuse_root or agentuse_sessions_root(project_root))
 
 
 # -- usage ------------------------------------------------------------------------------
@@ -100,6 +142,13 @@ class Locations:
 def _json_object(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
+
+
+def _ms(value: Any) -> int | None:
+    """A Unix-ms time field as an int (None when missing or of the wrong type)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    return None
 
 
 @dataclass
@@ -166,14 +215,32 @@ def _subagents_by_id(session: LoadedSession) -> dict[str, LoadedSession]:
     return found
 
 
+def _agent_name(session: LoadedSession) -> str | None:
+    """The agent's display name (``session.json`` ``agent.name``), else its directory's."""
+    name = _json_object(session.info.get("agent")).get("name")
+    if isinstance(name, str) and name:
+        return name
+    split = split_session_dir_name(session.directory.name)
+    return split[1] if split else None
+
+
+def _status(session: LoadedSession) -> str | None:
+    status = session.info.get("status")
+    return status if isinstance(status, str) else None
+
+
 # -- one conversation -------------------------------------------------------------------
 
 
 @dataclass
 class SessionInfo:
-    """One conversation with what each store knows of it."""
+    """One conversation with what each store knows of it.
 
-    user_id: str
+    ``user_id`` is None for a session found only in the AgentUse tree (AgentUse has no
+    users); its ``session_name`` is then its directory name, ``<ULID>-<agent>``.
+    """
+
+    user_id: str | None
     session_name: str
     items: int = 0
     archived: int = 0
@@ -187,6 +254,10 @@ class SessionInfo:
     usage_main: Usage | None = None    # the main agent's exchanges alone
     sources: list[str] = field(default_factory=list)  # "store", "link", "log", "agentuse"
     problems: list[str] = field(default_factory=list)
+    origin: str = ORIGIN_SKILLED_CREW  # one of ORIGINS
+    agent: str | None = None           # the AgentUse session's agent name
+    status: str | None = None          # the AgentUse session's status
+    in_tree_only: bool = field(default=False, repr=False)  # found by the tree scan, unlinked
 
     @property
     def agentuse_id(self) -> str | None:
@@ -204,6 +275,7 @@ class SessionInfo:
         return {
             "session_name": self.session_name,
             "user_id": self.user_id,
+            "origin": self.origin,
             "turns": self.turns,
             "items": self.items,
             "archived_items": self.archived,
@@ -218,6 +290,8 @@ class SessionInfo:
             "log_path": str(self.log_path) if self.log_path else None,
             "agentuse_dir": str(self.agentuse_dir) if self.agentuse_dir else None,
             "agentuse_id": self.agentuse_id,
+            "agent": self.agent,
+            "status": self.status,
             "sources": self.sources,
             "problems": self.problems,
         }
@@ -226,8 +300,11 @@ class SessionInfo:
 def _iso(ms: int | None) -> str | None:
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(
+            timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _parse_ms(timestamp: str) -> int | None:
@@ -251,6 +328,145 @@ class AmbiguousSessionError(SessionLookupError):
     def __init__(self, message: str, candidates: Sequence[SessionInfo]) -> None:
         super().__init__(message)
         self.candidates = list(candidates)
+
+
+# -- stored items, in either SDK's shape ------------------------------------------------
+
+
+def content_text(content: Any) -> str:
+    """A message's ``content`` as text: a string, or the texts of its content parts
+    (``input_text``/``output_text``/``text``, a refusal) joined with spaces."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict):
+                text = part.get("text", part.get("refusal"))
+                if isinstance(text, str):
+                    texts.append(text)
+                elif part.get("type") is not None:
+                    texts.append(f"[{part.get('type')}]")
+        return " ".join(texts)
+    return "" if content is None else str(content)
+
+
+def item_output_text(output: Any) -> str:
+    """A tool call's output as text: the Python SDK's string (or list of text parts), or
+    the JavaScript SDK's ``{"type": "text", "text": ...}`` object; any other output (an
+    image, a file) as compact JSON."""
+    if isinstance(output, str):
+        return output
+    parts = output if isinstance(output, list) else [output]
+    if parts and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in parts):
+        return " ".join(p["text"] for p in parts)
+    return "" if output is None else dumps_compact(output).decode()
+
+
+def _call_id(item: dict[str, Any]) -> Any:
+    return item.get("call_id", item.get("callId"))
+
+
+def _is_user_message(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("role") == "user" \
+        and item.get("type") in (None, "message")
+
+
+def _is_assistant_message(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("role") == "assistant" \
+        and item.get("type") in (None, "message")
+
+
+_CALL_TYPES = ("function_call", "hosted_tool_call", "computer_call", "shell_call",
+               "local_shell_call", "apply_patch_call", "custom_tool_call")
+_RESULT_TYPES = ("function_call_output", "function_call_result", "computer_call_output",
+                 "computer_call_result", "shell_call_output", "local_shell_call_output",
+                 "apply_patch_call_output", "custom_tool_call_output")
+
+
+def _item_steps(item: Any, names: dict[Any, str]) -> list[dict[str, Any]]:
+    """A stored item as replay-log steps (``agent_tool_start``/``agent_tool_end``): how
+    ``show`` presents the transcript of a session that has only its stored items."""
+    if not isinstance(item, dict):
+        return []
+    kind = item.get("type")
+    if kind in _CALL_TYPES:
+        name = str(item.get("name") or kind)
+        names[_call_id(item)] = name
+        arguments = item.get("arguments", item.get("input", ""))
+        return [{"type": "agent_tool_start", "toolName": name,
+                 "toolArgumentsStr": arguments if isinstance(arguments, str)
+                 else dumps_compact(arguments).decode()}]
+    if kind in _RESULT_TYPES:
+        name = item.get("name") or names.get(_call_id(item)) or kind
+        return [{"type": "agent_tool_end", "toolName": name,
+                 "result": item_output_text(item.get("output"))}]
+    return []
+
+
+def _turns_of_items(rows: Sequence[tuple[int, Any]]) -> list[tuple[Turn, list[Any]]]:
+    """Stored items ``(created_at, item)`` grouped into turns, one per user message, each
+    with its items."""
+    turns: list[tuple[Turn, list[Any]]] = []
+    names: dict[Any, str] = {}
+    for created, item in rows:
+        stamp = _iso(_ms(created)) or ""
+        if _is_user_message(item):
+            turns.append((Turn(item.get("content"), started=stamp), [item]))
+            continue
+        if not turns:  # items before the first user message (a compaction summary)
+            turns.append((Turn(None, started=stamp), []))
+        turn, items = turns[-1]
+        items.append(item)
+        turn.steps.extend(_item_steps(item, names))
+        if _is_assistant_message(item):
+            text = content_text(item.get("content"))
+            turn.steps.append({"type": "text", "text": text})
+            turn.final = {"text": text}
+            turn.complete, turn.ended = True, stamp
+    for turn, _ in turns:
+        if not turn.complete:
+            turn.final = {"text": INCOMPLETE_TURN}
+    return turns
+
+
+def _store_rows(store_file: Path, user_id: str, session_name: str,
+                problems: list[str]) -> list[tuple[int, Any]]:
+    """A pair's stored items ``(created_at, item)`` in order; malformed rows reported."""
+    if not store_file.exists():
+        return []
+    with closing(_ro_connect(store_file)) as conn:
+        if "session_items" not in _tables(conn):
+            return []
+        rows = conn.execute(f"SELECT id, created_at, item_json FROM session_items WHERE {_PAIR}"
+                            " ORDER BY created_at, id", (user_id, session_name)).fetchall()
+    items = []
+    for row_id, created, text in rows:
+        try:
+            items.append((created, loads(text)))
+        except ValueError as exc:
+            problems.append(f"{store_file}: session_items row {row_id}: not JSON ({exc})")
+    return items
+
+
+def _count_store_turns(store_file: Path, infos: Sequence[SessionInfo]) -> None:
+    """Turns of conversations that have neither a log nor a tree: their stored user
+    messages (one connection for all of them)."""
+    if not infos or not store_file.exists():
+        return
+    with closing(_ro_connect(store_file)) as conn:
+        for info in infos:
+            texts = conn.execute(f"SELECT item_json FROM session_items WHERE {_PAIR}",
+                                 (info.user_id, info.session_name)).fetchall()
+            count = 0
+            for (text,) in texts:
+                with suppress(ValueError):
+                    count += _is_user_message(loads(text))
+            info.turns = count
 
 
 # -- reading the store ------------------------------------------------------------------
@@ -306,6 +522,20 @@ def _log_only(logs_root: Path, known: set[Path]) -> Iterable[tuple[str, str, Pat
                 yield user_dir.name, path.stem, path
 
 
+def _tree_sessions(root: Path) -> Iterable[tuple[str, str]]:
+    """``(ULID, path)`` of every top-level session directory under ``root``, in name order:
+    ``<ULID>-<agent>`` directories (not links; whether they hold a ``session.json`` is for
+    the caller to check)."""
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:  # no tree for this project (yet), or not readable
+        return
+    for entry in entries:
+        split = split_session_dir_name(entry.name)
+        if split is not None and entry.is_dir(follow_symlinks=False):
+            yield split[0], entry.path
+
+
 def _fill_from_log(info: SessionInfo) -> None:
     """The turn count, times and problems of ``info``'s log."""
     if info.log_path is None:
@@ -318,10 +548,24 @@ def _fill_from_log(info: SessionInfo) -> None:
         return
     info.problems.extend(str(p) for p in reader.problems)
     info.turns = len(turns)
-    stamps = [ms for t in turns for ms in (_parse_ms(t.ended or t.started),) if ms is not None]
+    stamps = _log_span([stamp for t in turns for stamp in (t.started, t.ended) if stamp])
     if stamps:
         info.first_ms = min([info.first_ms or stamps[0], *stamps])
         info.last_ms = max([info.last_ms or 0, *stamps])
+
+
+def _log_span(stamps: list[str]) -> list[int]:
+    """The earliest and latest of a log's timestamps, in Unix ms. Ours and skilled_crew's
+    all look like ``2026-11-22T10:09:32.893Z`` and sort as text, so only the first and last
+    of those are parsed; any other form is parsed on its own."""
+    canonical = [s for s in stamps if len(s) == 24 and s[-1] == "Z"]
+    others = [s for s in stamps if len(s) != 24 or s[-1] != "Z"]
+    ends = [min(canonical), max(canonical)] if canonical else []
+    parsed = [ms for s in ends for ms in (_parse_ms(s),) if ms is not None]
+    if len(parsed) < len(ends):  # a malformed one sorted first or last: parse them all
+        others = stamps
+        parsed = []
+    return parsed + [ms for s in others for ms in (_parse_ms(s),) if ms is not None]
 
 
 def _fill_from_agentuse(info: SessionInfo, *, parts: bool = True) -> LoadedSession | None:
@@ -338,7 +582,30 @@ def _fill_from_agentuse(info: SessionInfo, *, parts: bool = True) -> LoadedSessi
     info.sources.append("agentuse")
     info.usage = _session_usage(session, subagents=True)
     info.usage_main = _session_usage(session, subagents=False)
+    info.agent, info.status = _agent_name(session), _status(session)
+    if info.in_tree_only and str(session.info.get("version", "")).startswith(OUR_VERSION_PREFIX):
+        info.origin = ORIGIN_SESSIONTAPE  # written by us, its link gone
+    if info.log_path is None:  # no log: the exchanges are the turns
+        info.turns = len(session.messages)
+        if info.first_ms is None and info.last_ms is None:
+            times = _json_object(session.info.get("time"))
+            stamps = [ms for m in session.messages for key in ("created", "completed")
+                      for ms in (_ms(_json_object(m.info.get("time")).get(key)),)
+                      if ms is not None]
+            stamps += [ms for ms in (_ms(times.get("created")), _ms(times.get("updated")))
+                       if ms is not None]
+            if stamps:
+                info.first_ms, info.last_ms = min(stamps), max(stamps)
     return session
+
+
+def _pair_origin(info: SessionInfo) -> str:
+    """sessiontape when the pair has any of sessiontape's own records, else skilled_crew."""
+    if "link" in info.sources or info.archived or info.compactions:
+        return ORIGIN_SESSIONTAPE
+    if info.log_path is not None and os.path.lexists(owner_record_path(info.log_path)):
+        return ORIGIN_SESSIONTAPE
+    return ORIGIN_SKILLED_CREW
 
 
 def _gather(user_id: str | None, where: Locations) -> list[SessionInfo]:
@@ -368,52 +635,94 @@ def _gather(user_id: str | None, where: Locations) -> list[SessionInfo]:
     for info in found.values():
         if info.log_path is not None:
             info.sources.append("log")
-    return list(found.values())
+        info.origin = _pair_origin(info)
+    sessions = list(found.values())
+    if user_id is None and where.agentuse_root is not None:
+        sessions += _tree_only(sessions, where.agentuse_root)
+    return sessions
 
 
-def _filled(info: SessionInfo, *, with_usage: bool = True) -> SessionInfo:
-    """``info`` with its turns and times from the log and, if asked, usage from the tree."""
+def _tree_only(known: list[SessionInfo], root: Path) -> list[SessionInfo]:
+    """The project tree's sessions that no link points to. A linked one is merged with its
+    pair (matched by ULID; a link whose directory is gone gets the one found here)."""
+    linked = {info.agentuse_id: info for info in known if info.agentuse_id}
+    found = []
+    for session_id, path in _tree_sessions(root):
+        info = linked.get(session_id)
+        if info is not None:
+            if info.agentuse_dir is not None and str(info.agentuse_dir) != path \
+                    and not info.agentuse_dir.is_dir():
+                info.agentuse_dir = Path(path)
+            continue
+        directory = Path(path)
+        if not os.path.lexists(directory / "session.json"):
+            continue  # not a session (yet): a crash between mkdir and the first write
+        found.append(SessionInfo(None, directory.name, agentuse_dir=directory,
+                                 origin=ORIGIN_AGENTUSE, in_tree_only=True))
+    return found
+
+
+def _filled(info: SessionInfo, *, with_usage: bool = True,
+            store_file: Path | None = None) -> SessionInfo:
+    """``info`` with its turns and times from the log and, if asked, usage from the tree
+    (always for a session that only the tree has). ``store_file``: count the stored user
+    messages of a conversation with neither log nor tree."""
     _fill_from_log(info)
-    if with_usage:
+    if with_usage or info.in_tree_only:
         _fill_from_agentuse(info, parts=False)  # totals are in message.json
+    if store_file is not None and _needs_store_turns(info):
+        _count_store_turns(store_file, [info])
     return info
+
+
+def _needs_store_turns(info: SessionInfo) -> bool:
+    return info.items > 0 and info.log_path is None and "agentuse" not in info.sources
 
 
 def list_sessions(user_id: str | None = None, *, locations: Locations | None = None,
                   with_usage: bool = True) -> list[SessionInfo]:
-    """Every conversation (of ``user_id``, default all users), newest first. Reads only."""
-    sessions = [_filled(info, with_usage=with_usage)
-                for info in _gather(user_id, locations or Locations.resolve())]
-    return sorted(sessions, key=lambda i: (-(i.last_ms or 0), i.user_id, i.session_name))
+    """Every conversation (of ``user_id``, default all users and the AgentUse-only
+    sessions of the project), newest first. Reads only."""
+    where = locations or Locations.resolve()
+    sessions = [_filled(info, with_usage=with_usage) for info in _gather(user_id, where)]
+    _count_store_turns(where.store_file, [s for s in sessions if _needs_store_turns(s)])
+    return sorted(sessions,
+                  key=lambda i: (-(i.last_ms or 0), i.user_id or "", i.session_name))
 
 
 def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
                  locations: Locations | None = None) -> SessionInfo:
     """The conversation named ``query`` (exactly), else whose AgentUse id starts with it.
 
+    An AgentUse-only session is named by its directory name (``<ULID>-<agent>``).
     Raises :class:`UnknownSessionError` or :class:`AmbiguousSessionError`
     (the same name for several users, or a prefix of several ids). Only the
     conversations that match are read.
     """
-    sessions = _gather(user_id, locations or Locations.resolve())
+    where = locations or Locations.resolve()
+    sessions = _gather(user_id, where)
+
+    def filled(info: SessionInfo) -> SessionInfo:
+        return _filled(info, store_file=where.store_file)
+
     named = [s for s in sessions if s.session_name == query]
     if len(named) == 1:
-        return _filled(named[0])
+        return filled(named[0])
     if len(named) > 1:
         raise AmbiguousSessionError(
             f"{len(named)} users have a session named {query!r}; choose one with --user",
-            [_filled(s) for s in named])
+            [filled(s) for s in named])
     if by_id and query:
         prefix = query.upper()
         matched = [s for s in sessions if s.agentuse_dir is not None and s.agentuse_id
                    and (s.agentuse_id.startswith(prefix)
                         or s.agentuse_dir.name.startswith(query))]
         if len(matched) == 1:
-            return _filled(matched[0])
+            return filled(matched[0])
         if len(matched) > 1:
             raise AmbiguousSessionError(
                 f"{len(matched)} sessions have an AgentUse id starting with {query!r}",
-                [_filled(s) for s in matched])
+                [filled(s) for s in matched])
     whose = f" of user {user_id!r}" if user_id is not None else ""
     how = " (nor an AgentUse session id starting with it)" if by_id else ""
     raise UnknownSessionError(f"no session named {query!r}{whose}{how}")
@@ -423,16 +732,47 @@ def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
 
 
 @dataclass
+class SubagentView:
+    """A subagent session of an AgentUse exchange, with its own exchanges as turns."""
+
+    session_id: str
+    agent: str | None
+    directory: Path
+    status: str | None
+    error: Any
+    call_id: str | None  # the parent's tool part that ran it (None: not found)
+    turns: list[TurnView]
+    usage: Usage          # its own calls and its subagents'
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "agent": self.agent,
+                "directory": str(self.directory), "status": self.status, "error": self.error,
+                "call_id": self.call_id, "usage": self.usage.to_json(),
+                "turns": [t.to_json() for t in self.turns]}
+
+
+@dataclass
 class TurnView:
-    """One turn of the log with the usage of its AgentUse exchange (None if not found)."""
+    """One turn with the usage of its AgentUse exchange (None if not found).
+
+    ``source`` says where the turn was read: ``log`` (the replay log), ``agentuse`` (an
+    exchange of the tree: ``parts`` and ``subagents`` are set) or ``store`` (the stored
+    items, for a conversation with neither: ``items`` is set). Turns of the tree and the
+    store also get ``steps`` in the replay log's vocabulary (tool starts and ends, texts).
+    """
 
     turn: Turn
     usage: Usage | None = None        # the exchange with its subagents
     usage_main: Usage | None = None   # the main agent's own calls
     message_id: str | None = None
+    source: str = "log"
+    parts: list[dict[str, Any]] | None = None
+    subagents: list[SubagentView] = field(default_factory=list)
+    items: list[Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
+            "source": self.source,
             "user_input": self.turn.user_input,
             "steps": self.turn.steps,
             "final": self.turn.final,
@@ -445,19 +785,33 @@ class TurnView:
             "usage": self.usage.to_json() if self.usage else None,
             "usage_main": self.usage_main.to_json() if self.usage_main else None,
         }
+        if self.parts is not None:
+            data["parts"] = self.parts
+            data["subagents"] = [s.to_json() for s in self.subagents]
+        if self.items is not None:
+            data["items"] = self.items
+        return data
 
 
 @dataclass
 class SessionView:
-    """Everything ``sessions show`` prints."""
+    """Everything ``sessions show`` prints.
+
+    ``source``: where the turns were read (``log``, ``agentuse``, ``store``; None: no
+    turns anywhere); ``error``: the AgentUse session's ``error`` object, if any.
+    """
 
     info: SessionInfo
     turns: list[TurnView]
     archived: list[tuple[str, Any]] | None = None  # (compaction id, item) with full=True
+    source: str | None = None
+    error: Any = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "session": self.info.to_json(),
+            "source": self.source,
+            "error": self.error,
             "turns": [t.to_json() for t in self.turns],
             "usage": self.info.usage.to_json() if self.info.usage else None,
         }
@@ -505,28 +859,172 @@ def _exchange_usage(message: LoadedMessage, subagents: dict[str, LoadedSession])
     return total
 
 
+# -- turns of an AgentUse tree ----------------------------------------------------------
+
+_BASE_FIELDS = ("id", "sessionID", "messageID")
+_QUIET_PARTS = ("log", "step-start", "step-finish")
+
+
+def tool_output_text(output: Any) -> str:
+    """A tool part's ``state.output`` as text: AgentUse's ``{"output": text, ...}``, our
+    string, or anything else as compact JSON."""
+    if isinstance(output, dict) and isinstance(output.get("output"), str):
+        return str(output["output"])
+    if isinstance(output, str):
+        return output
+    return "" if output is None else dumps_compact(output).decode()
+
+
+def _part_steps(part: dict[str, Any], agent: str | None) -> list[dict[str, Any]]:
+    """An AgentUse part as replay-log steps (``log`` and step markers give none)."""
+    kind = part.get("type")
+    if kind == "text":
+        return [{"type": "text", "text": part.get("text", "")}]
+    if kind == "tool":
+        state = _json_object(part.get("state"))
+        tool = part.get("tool")
+        arguments = state.get("input", {})
+        steps: list[dict[str, Any]] = [{
+            "type": "agent_tool_start", "agentName": agent, "toolName": tool,
+            "toolArgumentsStr": dumps_compact(arguments).decode()}]
+        if state.get("status") == "completed":
+            steps.append({"type": "agent_tool_end", "agentName": agent, "toolName": tool,
+                          "result": tool_output_text(state.get("output"))})
+        elif state.get("status") == "error":
+            steps.append({"type": "agent_tool_end", "agentName": agent, "toolName": tool,
+                          "result": str(state.get("error", "")), "status": "error"})
+        return steps
+    if kind in _QUIET_PARTS or not isinstance(kind, str):
+        return []
+    return [{k: v for k, v in part.items() if k not in _BASE_FIELDS}]  # reasoning, error...
+
+
+def prompt_text(message: LoadedMessage) -> str:
+    """An exchange's prompt: ``user.prompt.task``, and ``user.prompt.user`` when given."""
+    prompt = _json_object(_json_object(message.info.get("user")).get("prompt"))
+    return "\n".join(str(prompt[k]) for k in ("task", "user") if prompt.get(k))
+
+
+def _exchange_turn(message: LoadedMessage, agent: str | None) -> Turn:
+    times = _json_object(message.info.get("time"))
+    completed = _ms(times.get("completed"))
+    steps = [step for part in message.parts for step in _part_steps(part, agent)]
+    text = "".join(str(p.get("text", "")) for p in message.parts if p.get("type") == "text")
+    model = _json_object(message.info.get("assistant")).get("modelID")
+    return Turn(prompt_text(message), steps,
+                {"text": text or (INCOMPLETE_TURN if completed is None else "")},
+                model if isinstance(model, str) else None, completed is not None,
+                _iso(_ms(times.get("created"))) or "", _iso(completed) or "")
+
+
+def _tool_names(sub: LoadedSession) -> set[str]:
+    """What a parent's tool calling ``sub`` may be named after (``subagent__<name>``)."""
+    agent = _json_object(sub.info.get("agent"))
+    names = {str(agent.get("name", "")), str(agent.get("id", ""))}
+    names |= {n.rsplit("/", 1)[-1] for n in list(names)}
+    split = split_session_dir_name(sub.directory.name)
+    if split:
+        names.add(split[1])
+    return {n.lower() for n in names if n}
+
+
+def _place_subagent(sub: LoadedSession, messages: list[LoadedMessage],
+                    used: set[int]) -> tuple[int | None, str | None]:
+    """The exchange (index) and tool call that ran ``sub``: the tool part naming its
+    session id (ours), else a ``subagent__<name>`` tool part of the exchange it was
+    created in (AgentUse's), else only that exchange."""
+    for index, message in enumerate(messages):
+        for part in message.parts:
+            metadata = _json_object(_json_object(part.get("state")).get("metadata"))
+            if part.get("type") == "tool" and metadata.get("sessionID") == sub.id:
+                used.add(id(part))
+                return index, str(part.get("callID"))
+    if not messages:
+        return None, None
+    created = _ms(_json_object(sub.info.get("time")).get("created"))
+    index = 0
+    if created is not None:
+        index = max([i for i, m in enumerate(messages) if _created_ms(m) <= created] or [0])
+    names = _tool_names(sub)
+    for part in messages[index].parts:
+        tool = part.get("tool")
+        if part.get("type") == "tool" and id(part) not in used and isinstance(tool, str) \
+                and tool.split("__", 1)[-1].lower() in names:
+            used.add(id(part))
+            return index, str(part.get("callID"))
+    return index, None
+
+
+def _tree_turns(session: LoadedSession) -> list[TurnView]:
+    """Every exchange of an AgentUse session (read with its parts) as a turn, each with the
+    subagent sessions it ran."""
+    agent = _agent_name(session)
+    views = [TurnView(_exchange_turn(m, agent), usage_main=Usage.of_message(m),
+                      message_id=str(m.info.get("id")), source="agentuse", parts=m.parts)
+             for m in session.messages]
+    used: set[int] = set()
+    for sub in session.subagents:
+        index, call_id = _place_subagent(sub, session.messages, used)
+        if index is None:
+            continue
+        views[index].subagents.append(SubagentView(
+            sub.id, _agent_name(sub), sub.directory, _status(sub), sub.info.get("error"),
+            call_id, _tree_turns(sub), _session_usage(sub, subagents=True)))
+    for view in views:
+        view.usage = Usage().add(view.usage_main or Usage())
+        for placed in view.subagents:
+            view.usage.add(placed.usage)
+    return views
+
+
 def show_session(info: SessionInfo, *, full: bool = False,
                  locations: Locations | None = None) -> SessionView:
-    """The transcript of a conversation with per-turn usage; ``full`` adds archived items."""
-    where = locations or Locations.resolve()
-    turns = SessionLogReader(info.log_path).turns() if info.log_path is not None else []
+    """The transcript of a conversation with per-turn usage; ``full`` adds archived items.
+
+    The turns come from the replay log; without one (or with an empty one), from the
+    AgentUse exchanges (prompt, parts, subagents); without those, from the stored items.
+    """
+    where = locations or Locations(*_skillet_files())  # no tree to scan: no project needed
+    turns: list[Turn] = []
+    if info.log_path is not None:
+        try:
+            turns = SessionLogReader(info.log_path).turns()
+        except OSError as exc:
+            problem = f"{info.log_path}: cannot read: {exc.strerror or exc}"
+            if problem not in info.problems:
+                info.problems.append(problem)
     read = SessionInfo(info.user_id, info.session_name, agentuse_dir=info.agentuse_dir)
     session = _fill_from_agentuse(read)  # with parts, which the listing does not read
     info.problems.extend(p for p in read.problems if p not in info.problems)
-    views = [TurnView(turn) for turn in turns]
-    if session is not None:
-        subagents = _subagents_by_id(session)
-        for view, message in zip(views, _match_messages(turns, session.messages), strict=True):
-            if message is not None:
-                view.message_id = message.info.get("id")
-                view.usage_main = Usage.of_message(message)
-                view.usage = _exchange_usage(message, subagents)
-    archived = None
+    source: str | None = None
+    views: list[TurnView] = []
+    if turns:
+        source, views = "log", [TurnView(turn) for turn in turns]
+        if session is not None:
+            subagents = _subagents_by_id(session)
+            for view, message in zip(views, _match_messages(turns, session.messages),
+                                     strict=True):
+                if message is not None:
+                    view.message_id = message.info.get("id")
+                    view.usage_main = Usage.of_message(message)
+                    view.usage = _exchange_usage(message, subagents)
+    elif session is not None and session.messages:
+        source, views = "agentuse", _tree_turns(session)
+    elif info.user_id is not None and info.items:
+        rows = _store_rows(where.store_file, info.user_id, info.session_name, info.problems)
+        source = "store"
+        views = [TurnView(turn, source="store", items=items)
+                 for turn, items in _turns_of_items(rows)]
+    archived: list[tuple[str, Any]] | None = None
     if full:
-        from sessiontape.storage.compaction import archived_items
+        archived = []
+        if info.user_id is not None:
+            from sessiontape.storage.compaction import archived_items
 
-        archived = asyncio.run(archived_items(where.store_file, info.user_id, info.session_name))
-    return SessionView(info, views, archived)
+            archived = asyncio.run(archived_items(where.store_file, info.user_id,
+                                                  info.session_name))
+    error = session.info.get("error") if session is not None else None
+    return SessionView(info, views, archived, source, error)
 
 
 # -- clear ------------------------------------------------------------------------------
@@ -558,11 +1056,12 @@ def _safe_agentuse_dir(directory: Path) -> str | None:
 
 def clear_session(info: SessionInfo, *, locations: Locations | None = None) -> ClearResult:
     """Remove the conversation: its store rows (live, archived, compactions, link) in one
-    transaction, then its log with its owner record, then its AgentUse tree."""
-    where = locations or Locations.resolve()
+    transaction, then its log with its owner record, then its AgentUse tree. (An
+    AgentUse-only session has no rows and no log: only its tree goes.)"""
+    where = locations or Locations(*_skillet_files())
     result = ClearResult()
-    pair = (info.user_id, info.session_name)
-    if where.store_file.exists():
+    if info.user_id is not None and where.store_file.exists():
+        pair = (info.user_id, info.session_name)
         with closing(sqlite3.connect(where.store_file, timeout=30.0,
                                      isolation_level=None)) as conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -597,21 +1096,30 @@ def clear_session(info: SessionInfo, *, locations: Locations | None = None) -> C
     return result
 
 
+def _skillet_files() -> tuple[Path, Path]:
+    skillet = SkilletPaths.resolve()
+    return skillet.store_file, skillet.logs_root
+
+
 # -- path -------------------------------------------------------------------------------
 
 
 def session_locations(info: SessionInfo | None = None, *, locations: Locations | None = None,
-                      project_root: Path | None = None) -> dict[str, str | None]:
-    """Where things are: the store and roots, or one conversation's store, log and tree."""
-    where = locations or Locations.resolve()
+                      project_root: Path | str | None = None) -> dict[str, str | None]:
+    """Where things are: the store, logs root and AgentUse root of the project
+    (``project_root``, else the one ``locations`` names, else the current directory's), or
+    one conversation's store, log, owner record and tree (``store`` None for an
+    AgentUse-only session, which the store does not hold)."""
+    where = locations or Locations(*_skillet_files())
     if info is None:
+        root = where.agentuse_root if where.agentuse_root is not None and project_root is None \
+            else agentuse_sessions_root(project_root)
         return {"store": str(where.store_file), "logs_root": str(where.logs_root),
-                "agentuse_root": str(agentuse_sessions_root(project_root))}
+                "agentuse_root": str(root)}
     owner = owner_record_path(info.log_path) if info.log_path is not None else None
     return {
-        "store": str(where.store_file),
+        "store": str(where.store_file) if info.user_id is not None else None,
         "log": str(info.log_path) if info.log_path else None,
         "log_owner": str(owner) if owner is not None and owner.exists() else None,
         "agentuse_dir": str(info.agentuse_dir) if info.agentuse_dir else None,
     }
-
