@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sessiontape.storage.items import content_text, item_text
 from sessiontape.storage.json_style import dumps_compact
 
 from .console import (
@@ -29,9 +30,7 @@ from .sessions import (
     TurnView,
     Usage,
     clear_session,
-    content_text,
     find_session,
-    item_output_text,
     list_sessions,
     session_locations,
     show_session,
@@ -132,30 +131,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 # -- show -------------------------------------------------------------------------------
 
 
-def _item_line(item: Any) -> str:
-    """A stored item on one line, in the Python SDK's shapes (``call_id``,
-    ``function_call_output``) and the JavaScript SDK's (``callId``, ``function_call_result``
-    with an ``{"type": "text"}`` output, ``providerData``)."""
-    if not isinstance(item, dict):
-        return str(item)
-    kind = item.get("type")
-    if item.get("role") is not None and kind in (None, "message"):
-        return f"{item['role']}: {content_text(item.get('content'))}"
-    if kind in ("function_call", "hosted_tool_call", "custom_tool_call"):
-        arguments = item.get("arguments", item.get("input", ""))
-        if not isinstance(arguments, str):
-            arguments = content_text(arguments) or str(arguments)
-        return f"{kind} {item.get('name')}({arguments})"
-    if kind in ("function_call_output", "function_call_result", "custom_tool_call_output"):
-        name = f" {item['name']}" if isinstance(item.get("name"), str) else ""
-        return f"{kind}{name}: {item_output_text(item.get('output'))}"
-    if kind == "reasoning":
-        texts = [s.get("text", "") for key in ("summary", "content")
-                 for s in (item.get(key) or []) if isinstance(s, dict)]
-        return "reasoning: " + " ".join(map(str, texts))
-    return str(kind)
-
-
 def _usage_line(view: TurnView | SubagentView, style: Style, pad: str) -> Iterator[str]:
     usage = view.usage
     main = view.usage_main if isinstance(view, TurnView) else None
@@ -244,7 +219,7 @@ def _store_turn_lines(view: TurnView, style: Style) -> Iterator[str]:
         if isinstance(item, dict) and item.get("role") == "assistant":
             yield f"agent> {printable(content_text(item.get('content')))}"
         else:
-            yield f"{style.dim}  · {printable(short(_item_line(item), 160))}{style.reset}"
+            yield f"{style.dim}  · {printable(short(item_text(item), 160))}{style.reset}"
     if not view.turn.complete:
         yield f"{style.dim}[incomplete]{style.reset}"
 
@@ -299,7 +274,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if view.archived is not None:
         print(f"\n{style.bold}Archived (compacted) items: {len(view.archived)}{style.reset}")
         for compaction_id, item in view.archived:
-            text = " ".join(_item_line(item).split())
+            text = " ".join(item_text(item).split())
             text = text if len(text) <= 160 else text[:159] + "…"
             print(f"  {style.dim}[{compaction_id}]{style.reset} {text}")
     return EXIT_OK

@@ -66,6 +66,7 @@ from sessiontape.storage.agentuse_reader import (
     load_session,
     split_session_dir_name,
 )
+from sessiontape.storage.items import content_text, output_text
 from sessiontape.storage.json_style import dumps_compact, loads
 from sessiontape.storage.links import read_links
 from sessiontape.storage.log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
@@ -95,9 +96,7 @@ __all__ = [
     "UnknownSessionError",
     "Usage",
     "clear_session",
-    "content_text",
     "find_session",
-    "item_output_text",
     "list_sessions",
     "session_locations",
     "show_session",
@@ -333,40 +332,6 @@ class AmbiguousSessionError(SessionLookupError):
 # -- stored items, in either SDK's shape ------------------------------------------------
 
 
-def content_text(content: Any) -> str:
-    """A message's ``content`` as text: a string, or the texts of its content parts
-    (``input_text``/``output_text``/``text``, a refusal) joined with spaces."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):
-        content = [content]
-    if isinstance(content, list):
-        texts = []
-        for part in content:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict):
-                text = part.get("text", part.get("refusal"))
-                if isinstance(text, str):
-                    texts.append(text)
-                elif part.get("type") is not None:
-                    texts.append(f"[{part.get('type')}]")
-        return " ".join(texts)
-    return "" if content is None else str(content)
-
-
-def item_output_text(output: Any) -> str:
-    """A tool call's output as text: the Python SDK's string (or list of text parts), or
-    the JavaScript SDK's ``{"type": "text", "text": ...}`` object; any other output (an
-    image, a file) as compact JSON."""
-    if isinstance(output, str):
-        return output
-    parts = output if isinstance(output, list) else [output]
-    if parts and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in parts):
-        return " ".join(p["text"] for p in parts)
-    return "" if output is None else dumps_compact(output).decode()
-
-
 def _call_id(item: dict[str, Any]) -> Any:
     return item.get("call_id", item.get("callId"))
 
@@ -404,7 +369,7 @@ def _item_steps(item: Any, names: dict[Any, str]) -> list[dict[str, Any]]:
     if kind in _RESULT_TYPES:
         name = item.get("name") or names.get(_call_id(item)) or kind
         return [{"type": "agent_tool_end", "toolName": name,
-                 "result": item_output_text(item.get("output"))}]
+                 "result": output_text(item.get("output"))}]
     return []
 
 

@@ -19,6 +19,11 @@ The replaced rows move, in the same SQLite transaction, to
 compaction is recorded in ``sessiontape_compactions``: a crash leaves the old
 history or the new one, and archive + live rows are every item ever added.
 ``session_items`` keeps its exact schema. The JSONL log is never rewritten.
+
+Rows are read as the Python SDK's items (protocol rows converted, see
+storage/items.py) and the summary is written as a protocol item; the archived and
+kept rows are moved or left byte for byte. A row that is not an item (not JSON, not
+an object) is never part of a compaction: it stays where it is.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ from agents.memory import SessionABC
 from agents.memory.session import OpenAIResponsesCompactionArgs
 
 from .ids import new_ulid
-from .item_store import ItemStoreSession, item_json, loads_item
+from .item_store import ItemStoreSession, decode_rows, item_json
+from .items import call_id_of, to_protocol_items
 from .summarizers import DeterministicSummarizer, Summarizer, is_summary
 from .tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
 
@@ -81,9 +87,12 @@ CREATE TABLE IF NOT EXISTS {COMPACTIONS_TABLE} (
 """
 _PAIR = "user_id = ? AND session_name = ?"
 # Every tool-call item type whose output must follow it in the input (the SDK's own
-# call-to-output map): an output without its call is refused by the Responses API.
+# call-to-output map): an output without its call is refused by the Responses API. The
+# JS SDK's names of the outputs are there too, so that either shape is planned alike.
 _CALL_OF_OUTPUT = {
     "function_call_output": "function_call",
+    "function_call_result": "function_call",
+    "computer_call_result": "computer_call",
     "custom_tool_call_output": "custom_tool_call",
     "computer_call_output": "computer_call",
     "local_shell_call_output": "local_shell_call",
@@ -139,14 +148,14 @@ def plan_compaction(items: Sequence[Any], keep: int) -> CompactionPlan:
             candidates += 1
         boundary = index
     call_types = set(_CALL_OF_OUTPUT.values())
-    call_index = {(_type(item), item.get("call_id")): i for i, item in enumerate(items)
+    call_index = {(_type(item), call_id_of(item)): i for i, item in enumerate(items)
                   if _type(item) in call_types}
     moved = True
     while moved:  # pull in what the kept part depends on
         moved = False
         for item in items[boundary:]:
             if _type(item) in _CALL_OF_OUTPUT:
-                origin = call_index.get((_CALL_OF_OUTPUT[_type(item)], item.get("call_id")))
+                origin = call_index.get((_CALL_OF_OUTPUT[_type(item)], call_id_of(item)))
                 if origin is not None and origin < boundary:
                     boundary, moved = origin, True
         if 0 < boundary < len(items) and _type(items[boundary - 1]) == "reasoning":
@@ -237,9 +246,11 @@ async def archived_items(store_path: Path, user_id: str,
                          session_name: str) -> list[tuple[str, TResponseInputItem]]:
     """Every archived item of a pair, in order, with the id of the compaction that archived it.
 
-    Reads only (a store that was never compacted has no archive: ``[]``). To
-    rebuild the whole history in the order it was added, merge these with the
-    live rows by their original row id.
+    Reads only (a store that was never compacted has no archive: ``[]``). Items are
+    the Python SDK's (protocol rows converted); a row that is not an item is skipped
+    and reported, as by :meth:`ItemStoreSession.get_items`. To rebuild the whole
+    history in the order it was added, merge these with the live rows by their
+    original row id.
     """
     def read() -> list[tuple[str, TResponseInputItem]]:
         if not store_path.exists():
@@ -249,10 +260,13 @@ async def archived_items(store_path: Path, user_id: str,
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?",
                             (ARCHIVE_TABLE,)).fetchone() is None:
                 return []
-            rows = conn.execute(f"SELECT compaction_id, item_json FROM {ARCHIVE_TABLE} "
+            rows = conn.execute(f"SELECT id, compaction_id, item_json FROM {ARCHIVE_TABLE} "
                                 f"WHERE {_PAIR} ORDER BY created_at, id",
                                 (user_id, session_name)).fetchall()
-        return [(cid, loads_item(text)) for cid, text in rows]
+        compactions = {row_id: cid for row_id, cid, _ in rows}
+        items = decode_rows([(row_id, text) for row_id, _, text in rows],
+                            f"{store_path} ({ARCHIVE_TABLE})")
+        return [(compactions[row_id], item) for row_id, item in items]
 
     return await asyncio.to_thread(read)
 
@@ -296,16 +310,12 @@ class CompactingSession(SessionABC):
         await self.inner.clear_session()
 
     async def _rows(self) -> list[tuple[int, Any]]:
+        """The live rows ``(id, Python SDK item)``; a row that is not an item stays where it
+        is, out of every plan (it is never sent either)."""
         rows = await self.inner.store.execute(
             f"SELECT id, item_json FROM session_items WHERE {_PAIR} ORDER BY created_at, id",
-            (self.inner.user_id, self.inner.session_name))
-        decoded = []
-        for row_id, text in rows:
-            try:
-                decoded.append((row_id, loads_item(text)))
-            except ValueError:
-                continue  # a corrupt row stays where it is (and is never sent)
-        return decoded
+            (self.inner.user_id, self.inner.session_name), reads_only=True)
+        return decode_rows(rows, self.session_id, self.inner.store.reported)
 
     async def candidates(self) -> int:
         """How many stored items count toward the threshold now."""
@@ -337,7 +347,8 @@ class CompactingSession(SessionABC):
                 await asyncio.to_thread(_ensure_schema, path)
                 self._schema_ready = True
             done = await asyncio.to_thread(_apply, path, info, [rows[i][0] for i in plan.older],
-                                           [item_json(item) for item in replacement],
+                                           [item_json(row) for row in
+                                            to_protocol_items(replacement)],
                                            [row_id for row_id, _ in rows])
         if not done:
             return None

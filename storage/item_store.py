@@ -5,6 +5,14 @@ first use); :meth:`ItemStore.session` gives the Agents SDK ``Session`` for a
 ``(user_id, session_name)`` pair, whose ``session_id`` is
 ``"{user_id}:{session_name}"``.
 
+Rows hold the JavaScript Agents SDK's protocol items, as skilled_crew's do:
+:meth:`ItemStoreSession.add_items` converts the Python SDK's items with
+:func:`~sessiontape.storage.items.to_protocol_items` and the reads convert them back
+(storage/items.py); rows in the Python SDK's shapes (written by sessiontape 0.1)
+are read as they are. A row that is not an item (not JSON, not a JSON object) is
+skipped, and one of a type neither SDK knows is passed on unchanged; both are
+reported once per store object with their row id, and neither ever fails a read.
+
 Every write is a single SQL statement, so it is one transaction that either
 happened or did not, even when the awaiting task is cancelled, and sessions
 that share the connection cannot interleave partial transactions. The file
@@ -22,6 +30,8 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,12 +43,14 @@ from agents.memory import SessionABC, SessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
 from .files import prepare_private_file
+from .items import read_item, to_protocol
 from .json_style import dumps_compact
 from .paths import SkilletPaths
 from .redaction import Redactor
 from .tables import StoredSession, list_sessions_sql
 
-__all__ = ["ItemStore", "ItemStoreSession", "StoredSession", "item_json", "loads_item"]
+__all__ = ["ItemStore", "ItemStoreSession", "StoredSession", "decode_rows", "item_json",
+           "loads_item"]
 
 log = logging.getLogger("sessiontape")
 
@@ -68,6 +80,22 @@ def _insert_sql(rows: int) -> str:
             f"VALUES {values}")
 
 
+def _parse(joined: bytes) -> list[TResponseInputItem]:
+    """A JSON array of items (made of :func:`_encoded` items)."""
+    try:
+        items: list[TResponseInputItem] = orjson.loads(joined)
+    except orjson.JSONDecodeError:  # what only the careful decoder reads (a lone surrogate)
+        items = json.loads(joined, parse_constant=_refuse_constant)
+    return items
+
+
+def _encoded(item: Any) -> bytes:
+    try:
+        return orjson.dumps(item)
+    except (TypeError, orjson.JSONEncodeError):
+        return dumps_compact(item)
+
+
 def item_json(item: Any) -> str:
     """One input item as compact JSON (orjson; the careful encoder for odd values)."""
     try:
@@ -90,6 +118,81 @@ def loads_item(text: str | bytes) -> Any:
         return json.loads(text, parse_constant=_refuse_constant)
 
 
+def decode_rows(rows: Iterable[Sequence[Any]], where: str,
+                reported: set[int] | None = None) -> list[tuple[int, Any]]:
+    """Stored rows ``(id, item_json)`` as ``(id, Python SDK item)``.
+
+    A protocol item is converted, a Python-shaped one kept; a row that is not JSON or
+    not a JSON object is skipped, and an object of a type neither SDK knows is kept as
+    it is. Both are reported (a warning naming ``where`` and the row id), once per row
+    when a ``reported`` set is given.
+    """
+    items = []
+    for row_id, text in rows:
+        try:
+            item = loads_item(text)
+        except ValueError:
+            _report(where, row_id, "not JSON, skipped", text, reported)
+            continue
+        try:
+            converted = read_item(item, True)
+        except Exception:  # a malformed item of a known type: as one of an unknown type
+            converted = None
+        if converted is not None:
+            items.append((row_id, converted))
+        elif isinstance(item, dict):
+            _report(where, row_id, "not an item of either Agents SDK, passed on as it is",
+                    text, reported)
+            items.append((row_id, item))
+        else:
+            _report(where, row_id, f"not an item (a JSON {type(item).__name__}), skipped",
+                    text, reported)
+    return items
+
+
+def _call_names(items: list[Any]) -> tuple[dict[str, str], list[str]]:
+    """The tool names of the function calls among ``items`` by call id, and the call ids
+    of the tool outputs among them whose call is not there."""
+    names: dict[str, str] = {}
+    outputs = []
+    for item in items:
+        if isinstance(item, dict):
+            kind = item.get("type")
+            if kind == "function_call":
+                call_id, name = item.get("call_id"), item.get("name")
+                if isinstance(call_id, str) and isinstance(name, str):
+                    names[call_id] = name
+            elif kind == "function_call_output" and isinstance(item.get("call_id"), str):
+                outputs.append(item["call_id"])
+    return names, [call_id for call_id in outputs if call_id not in names]
+
+
+def _report(where: str, row_id: int, what: str, text: Any, reported: set[int] | None) -> None:
+    if reported is not None:
+        if row_id in reported:
+            return
+        reported.add(row_id)
+    log.warning("%s: session_items row %s: %s: %.80r", where, row_id, what, text)
+
+
+@dataclass
+class ReadRows:
+    """The rows of one pair already read, each as the JSON of the Python SDK item it reads
+    as (None: skipped), by row id; and the last full read (its row ids, and its items as
+    one JSON array).
+
+    Rows are never changed (only added and deleted) and AUTOINCREMENT never reuses an id,
+    so an entry stays true: a read converts only the rows it has not seen, and a full read
+    of the same rows as the last one is that array parsed again (without even listing the
+    rows when the store's :meth:`~ItemStore.version` has not moved since).
+    """
+
+    rows: dict[int, bytes | None] = field(default_factory=dict)
+    ids: str = ""
+    joined: bytes = b"[]"
+    version: tuple[int, int, int] | None = None  # the store's, before the last full read
+
+
 class ItemStore:
     """One ``.agent_sessions.sqlite`` file.
 
@@ -103,6 +206,10 @@ class ItemStore:
         self.readonly = readonly
         self._ready: asyncio.Future[aiosqlite.Connection] | None = None
         self._worker: threading.Thread | None = None
+        self.reported: set[int] = set()  # bad rows already reported (by row id)
+        self.read_rows: dict[tuple[str, str], ReadRows] = {}  # by pair
+        self.writes = 0  # bumped around every statement that is not read-only
+        self.connections = 0  # connections opened
 
     def _open_sync(self) -> sqlite3.Connection:
         """Open and prepare the file (runs on the connection's worker thread)."""
@@ -134,6 +241,7 @@ class ItemStore:
             return ready.result()
         if ready is None or ready.done():  # no attempt yet, or one cut short by a cancel
             conn = aiosqlite.Connection(self._open_sync, 64)
+            self.connections += 1
             # A Session handed to the SDK's Runner is never closed, and aiosqlite's
             # worker thread would then hold up interpreter exit forever.
             conn._thread.daemon = True
@@ -156,10 +264,29 @@ class ItemStore:
                     await asyncio.sleep(0.001)
             raise
 
-    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        """Run one statement and return its rows (one round trip to the worker)."""
+    async def execute(self, sql: str, params: tuple[Any, ...] = (), *,
+                      reads_only: bool = False) -> list[sqlite3.Row]:
+        """Run one statement and return its rows (one round trip to the worker).
+
+        Pass ``reads_only=True`` only for a statement that changes nothing: the others
+        make the next read check the rows again (see :class:`ReadRows`).
+        """
         db = await self._db()
-        return list(await db.execute_fetchall(sql, params))
+        if reads_only:
+            return list(await db.execute_fetchall(sql, params))
+        self.writes += 1
+        try:
+            return list(await db.execute_fetchall(sql, params))
+        finally:
+            self.writes += 1
+
+    async def version(self) -> tuple[int, int, int]:
+        """Changes when anything may have changed in the file since it was last taken: a
+        commit by another connection (SQLite's ``data_version``), a statement of ours that
+        is not read-only, or a new connection."""
+        writes = self.writes
+        rows = await self.execute("PRAGMA data_version", reads_only=True)
+        return self.connections, int(rows[0][0]), writes
 
     async def close(self) -> None:
         """Close the connection (a later call opens it again)."""
@@ -186,7 +313,8 @@ class ItemStore:
     async def list_sessions(self, user_id: str | None = None) -> list[StoredSession]:
         """Every pair with its item count and first/last ``created_at``, newest first."""
         params = (user_id,) if user_id is not None else ()
-        rows = await self.execute(list_sessions_sql(user_id is not None), params)
+        rows = await self.execute(list_sessions_sql(user_id is not None), params,
+                                  reads_only=True)
         return [StoredSession(*row) for row in rows]
 
 
@@ -203,71 +331,184 @@ class ItemStoreSession(SessionABC):
         self.session_id = f"{user_id}:{session_name}"
         self.session_settings = session_settings
 
-    def _decode(self, rows: list[sqlite3.Row]) -> list[TResponseInputItem]:
-        items = []
-        for (text,) in rows:
-            try:
-                items.append(loads_item(text))
-            except ValueError:
-                log.warning("skipping an item of %s that is not JSON: %.80r", self.session_id, text)
-        return items
+    def _decode(self, rows: Iterable[Sequence[Any]]) -> list[TResponseInputItem]:
+        return [item for _, item in decode_rows(rows, self.session_id, self.store.reported)]
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """All items in order, or the latest ``limit`` of them (still in order)."""
+        """All items in order, or the latest ``limit`` of them (still in order).
+
+        A row that is not an item counts toward ``limit`` (it is skipped).
+        """
         limit = resolve_session_limit(limit, self.session_settings)
-        pair = (self.user_id, self.session_name)
-        if limit is None:
-            # SQLite joins the rows into one JSON array (the ordered subquery is
-            # not flattened into the aggregate, so the order holds), which spares
-            # Python a tuple per row; a row that is not JSON falls back to rows.
-            # So does an array whose length is not the row count: a damaged row
-            # such as '1,2' can still join into valid JSON.
-            rows = await self.store.execute(
-                "SELECT '[' || group_concat(item_json, ',') || ']', COUNT(*) FROM "
-                f"(SELECT item_json FROM session_items {WHERE_PAIR} {ORDER_ASC})", pair)
-            joined, count = rows[0]
-            if joined is None:
-                return []
-            try:
-                items = orjson.loads(joined)
-            except orjson.JSONDecodeError:
-                items = None
-            if isinstance(items, list) and len(items) == count:
-                return items
-            rows = await self.store.execute(
-                f"SELECT item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}", pair)
-            return self._decode(rows)
-        if limit <= 0:
+        if limit is not None and limit <= 0:
             return []
+        pair = (self.user_id, self.session_name)
+        seen = self.store.read_rows.get(pair)
+        if seen is None:
+            if limit is None:
+                return await self._read_all(pair)
+            seen = self.store.read_rows[pair] = ReadRows()
+        if limit is None:
+            version = await self.store.version()
+            if version == seen.version:
+                return _parse(seen.joined)
+            # The row ids alone, from the index: only rows not seen before are read.
+            rows = await self.store.execute(
+                "SELECT group_concat(id, ','), COUNT(*) FROM "
+                f"(SELECT id FROM session_items {WHERE_PAIR} {ORDER_ASC})", pair,
+                reads_only=True)
+            id_text, count = rows[0]
+            if not count:
+                return []
+            if id_text == seen.ids:
+                seen.version = version
+                return _parse(seen.joined)
+            ids = list(map(int, id_text.split(",")))
+        else:
+            rows = await self.store.execute(
+                f"SELECT id FROM session_items {WHERE_PAIR} {ORDER_DESC} LIMIT ?",
+                (*pair, limit), reads_only=True)
+            ids = [row[0] for row in reversed(rows)]
+        known = seen.rows
+        missing = [row_id for row_id in ids if row_id not in known]
+        if limit is None and len(missing) > len(ids) // 2:
+            return await self._read_all(pair)
+        if missing:
+            rows = await self.store.execute(
+                "SELECT id, item_json FROM session_items "
+                "WHERE id IN (SELECT value FROM json_each(?))", (orjson.dumps(missing),),
+                reads_only=True)
+            for row_id, item in decode_rows(rows, self.session_id, self.store.reported):
+                known[row_id] = _encoded(item)
+            for row_id in missing:
+                known.setdefault(row_id, None)  # skipped (or deleted meanwhile)
+        joined = b"[" + b",".join([text for text in map(known.__getitem__, ids)
+                                  if text is not None]) + b"]"
+        if limit is None:
+            if len(known) > len(ids) + 64:  # forget rows gone from the pair
+                seen.rows = {row_id: known[row_id] for row_id in ids}
+            seen.ids, seen.joined, seen.version = id_text, joined, version
+        return _parse(joined)
+
+    async def _read_all(self, pair: tuple[str, str]) -> list[TResponseInputItem]:
+        """Every item of the pair, each row remembered as read (see :class:`ReadRows`)."""
+        # SQLite joins the rows into one JSON array (the ordered subquery is not
+        # flattened into the aggregate, so the order holds), which spares Python a tuple
+        # per row; a row that is not JSON falls back to rows. So does an array whose
+        # length is not the row count: a damaged row such as '1,2' can still join into
+        # valid JSON. And so does a row that is not an item, to be reported with its id.
+        version = await self.store.version()
         rows = await self.store.execute(
-            f"SELECT item_json FROM session_items {WHERE_PAIR} {ORDER_DESC} LIMIT ?",
-            (*pair, limit))
-        return self._decode(rows[::-1])
+            "SELECT group_concat(id, ','), '[' || group_concat(item_json, ',') || ']', "
+            f"COUNT(*) FROM (SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC})",
+            pair, reads_only=True)
+        id_text, joined, count = rows[0]
+        if not count:
+            return []
+        ids = list(map(int, id_text.split(",")))
+        try:
+            parsed = orjson.loads(joined)
+        except orjson.JSONDecodeError:
+            parsed = None
+        converted: list[Any] = [None]
+        if isinstance(parsed, list) and len(parsed) == count:
+            try:
+                converted = [read_item(item, True) for item in parsed]
+            except Exception:  # a malformed item of a known type
+                converted = [None]
+        seen = ReadRows()
+        if None in converted:
+            rows = await self.store.execute(
+                f"SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}", pair,
+                reads_only=True)
+            decoded = decode_rows(rows, self.session_id, self.store.reported)
+            seen.rows = dict.fromkeys(row[0] for row in rows)
+            ids = [row_id for row_id, _ in decoded]
+            converted = [item for _, item in decoded]
+        fragments = list(map(_encoded, converted))
+        seen.rows.update(zip(ids, fragments, strict=True))
+        seen.ids, seen.joined = id_text, b"[" + b",".join(fragments) + b"]"
+        seen.version = version
+        self.store.read_rows[pair] = seen
+        return converted
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items`` in one transaction; they share one ``created_at`` (Unix ms)."""
+        """Append ``items`` in one transaction; they share one ``created_at`` (Unix ms).
+
+        Each is stored as the JS SDK's protocol item (see storage/items.py).
+        """
         if not items:
             return
         created = time.time_ns() // 1_000_000
         if self.redactor is not None:
             items = self.redactor.value(items)
-        encoded = [item_json(item) for item in items]
+        names, unnamed = _call_names(items)
+        for call_id in unnamed:  # a tool output whose call was stored by an earlier batch
+            name = await self._stored_call_name(call_id)
+            if name is not None:
+                names[call_id] = name
+        encoded = [item_json(row) for row in self._protocol_items(items, names)]
         # A batch of over 32 000 items is split into several statements (not atomic).
         for start in range(0, len(encoded), MAX_ROWS_PER_STATEMENT):
             chunk = encoded[start:start + MAX_ROWS_PER_STATEMENT]
             await self.store.execute(_insert_sql(len(chunk)),
                                      (self.user_id, self.session_name, created, *chunk))
 
+    def _protocol_items(self, items: list[Any], names: dict[str, str]) -> list[Any]:
+        """``items`` as protocol items (a protocol ``function_call_result`` carries its
+        tool's name: ``names`` by call id)."""
+        try:
+            return [to_protocol(item, names) for item in items]
+        except Exception:
+            rows = []
+            for item in items:
+                try:
+                    rows.append(to_protocol(item, names))
+                except Exception:  # never fail a run for it: stored in the Python SDK's shape
+                    log.warning("%s: an item could not be converted to the JS SDK's shape "
+                                "and is stored as it is: %.80r", self.session_id, item,
+                                exc_info=True)
+                    rows.append(item)
+            return rows
+
+    async def _stored_call_name(self, call_id: str) -> str | None:
+        """The tool name of the stored function call ``call_id`` (either shape), if any."""
+        quoted = orjson.dumps(call_id).decode()
+        rows = await self.store.execute(
+            f"SELECT id, item_json FROM session_items {WHERE_PAIR} AND "
+            "(instr(item_json, ?) > 0 OR instr(item_json, ?) > 0) ORDER BY id DESC LIMIT 8",
+            (self.user_id, self.session_name, f'"callId":{quoted}', f'"call_id":{quoted}'),
+            reads_only=True)
+        for _, item in decode_rows(rows, self.session_id, self.store.reported):
+            if isinstance(item, dict) and item.get("type") == "function_call" \
+                    and item.get("call_id") == call_id and isinstance(item.get("name"), str):
+                return str(item["name"])
+        return None
+
     async def pop_item(self) -> TResponseInputItem | None:
-        """Remove and return the most recent item (None when there is none)."""
+        """Remove and return the most recent item (None when there is none).
+
+        Rows that are not JSON objects are left where they are (get_items skips them).
+        """
         rows = await self.store.execute(
             "DELETE FROM session_items WHERE id = (SELECT id FROM session_items "
-            f"{WHERE_PAIR} {ORDER_DESC} LIMIT 1) RETURNING item_json",
+            f"{WHERE_PAIR} AND json_valid(item_json) "
+            "AND substr(ltrim(item_json, ' ' || char(9, 10, 13)), 1, 1) = '{' "
+            f"{ORDER_DESC} LIMIT 1) RETURNING id, created_at, item_json",
             (self.user_id, self.session_name))
-        items = self._decode(rows)
-        return items[0] if items else None
+        if not rows:
+            return None
+        (row_id, created, text), = rows
+        items = self._decode([(row_id, text)])
+        if not items:  # SQLite took it for JSON and we cannot read it: put it back
+            await self.store.execute(
+                "INSERT INTO session_items (id, user_id, session_name, created_at, item_json) "
+                "VALUES (?, ?, ?, ?, ?)", (row_id, self.user_id, self.session_name, created, text))
+            return None
+        return items[0]
 
     async def clear_session(self) -> None:
         """Delete every item of this pair."""
         await self.store.execute(f"DELETE FROM session_items {WHERE_PAIR}",
                                  (self.user_id, self.session_name))
+        self.store.read_rows.pop((self.user_id, self.session_name), None)

@@ -23,6 +23,9 @@ from typing import Any, Protocol, cast
 
 from agents.items import TResponseInputItem
 
+from .items import call_id_of, content_text, output_text
+from .items import clip as _clip
+
 __all__ = [
     "SUMMARY_HEADER",
     "DeterministicSummarizer",
@@ -51,9 +54,15 @@ def summary_message(text: str) -> TResponseInputItem:
 
 
 def summary_text(item: Any) -> str | None:
-    """The text of a summary item (without the header), or None if it is not one."""
+    """The text of a summary item (without the header), or None if it is not one.
+
+    Either shape: the Python SDK's (string content) or the protocol item stored for it
+    (whose ``providerData.content`` keeps that string)."""
     if isinstance(item, dict) and item.get("role") == "assistant":
         content = item.get("content")
+        data = item.get("providerData")
+        if isinstance(data, dict) and isinstance(data.get("content"), str):
+            content = data["content"]
         if isinstance(content, str) and content.startswith(SUMMARY_HEADER):
             return content[len(SUMMARY_HEADER):].strip()
     return None
@@ -63,28 +72,25 @@ def is_summary(item: Any) -> bool:
     return summary_text(item) is not None
 
 
+_OUTPUTS = ("function_call_output", "function_call_result")
+
+
 def _text_of(item: dict[str, Any]) -> str:
+    """A message's text (its parts' texts joined; parts without text left out)."""
     content = item.get("content")
-    if isinstance(content, str):
-        return content
     if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content
-                        if isinstance(part, dict) and part.get("text"))
-    return ""
-
-
-def _clip(text: Any, limit: int) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+        return content_text([part for part in content
+                             if isinstance(part, dict) and part.get("text")])
+    return content if isinstance(content, str) else ""
 
 
 def _tool_lines(items: Sequence[Any], limit: int) -> list[str]:
-    outputs = {item.get("call_id"): item.get("output") for item in items
-               if isinstance(item, dict) and item.get("type") == "function_call_output"}
+    outputs = {call_id_of(item): output_text(item.get("output")) for item in items
+               if isinstance(item, dict) and item.get("type") in _OUTPUTS}
     lines = []
     for item in items:
         if isinstance(item, dict) and item.get("type") == "function_call":
-            result = outputs.get(item.get("call_id"), "(no result)")
+            result = outputs.get(call_id_of(item), "(no result)")
             lines.append(f"- {item.get('name')}({_clip(item.get('arguments', ''), limit)})"
                          f" -> {_clip(result, limit)}")
     return lines
@@ -155,8 +161,8 @@ def transcript(items: Sequence[Any], clip: int = 2000) -> str:
             continue
         if item.get("type") == "function_call":
             lines.append(f"tool call {item.get('name')}({_clip(item.get('arguments', ''), clip)})")
-        elif item.get("type") == "function_call_output":
-            lines.append(f"tool result: {_clip(item.get('output', ''), clip)}")
+        elif item.get("type") in _OUTPUTS:
+            lines.append(f"tool result: {_clip(output_text(item.get('output', '')), clip)}")
         elif item.get("role") in ("user", "assistant", "system", "developer"):
             lines.append(f"{item['role']}: {_clip(_text_of(item), clip)}")
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -35,6 +36,7 @@ from sessiontape.storage.compaction import (
     plan_compaction,
 )
 from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.items import from_protocol, is_protocol_item
 from sessiontape.storage.summarizers import (
     SUMMARY_HEADER,
     DeterministicSummarizer,
@@ -418,10 +420,13 @@ def test_compacted_history_is_accepted_by_the_runner(db: Path, moved: bool) -> N
 
 
 def rows_by_original_id(path: Path) -> list[Any]:
-    """Live and archived items, summaries left out, in the order their rows were added."""
+    """Live and archived items, summaries left out, in the order their rows were added (the
+    rows hold the JS SDK's protocol items: read back as the Python SDK's)."""
     rows = query(path, f"SELECT id, item_json FROM session_items UNION ALL "
                        f"SELECT id, item_json FROM {ARCHIVE_TABLE} ORDER BY id")
-    return [item for item in (json.loads(text) for _, text in rows) if not is_summary(item)]
+    items = [json.loads(text) for _, text in rows]
+    assert all(is_protocol_item(item) for item in items)
+    return [from_protocol(item) for item in items if not is_summary(item)]
 
 
 def test_nothing_lost_over_several_compactions(db: Path) -> None:
@@ -896,3 +901,59 @@ def test_only_the_auto_session_makes_the_runner_do_compaction_bookkeeping(db: Pa
         assert not is_openai_responses_compaction_aware_session(Recorder(USER, NAME).session)
 
     asyncio.run(main())
+
+
+# -- rows that are not items -----------------------------------------------------------------
+
+
+def test_compaction_never_loses_or_rewrites_a_bad_row(
+        db: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Rows that are not items (not JSON, not an object) stay live and byte for byte;
+    rows of a type neither SDK knows are moved to the archive byte for byte like any
+    other; an archive row that is not JSON is reported and skipped by archived_items."""
+    caplog.set_level(logging.WARNING, logger="sessiontape")
+    bad = ['{"type": "message", "role": "us', "[1, 2]", "7"]
+    unknown = '{"type": "from_the_future", "callId": "f1", "payload": [1, 2, 3]}'
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        async with opened(db, threshold=6, keep=2) as session:
+            for i in range(3):
+                await session.add_items(turn(i, calls=2))
+                with contextlib.closing(sqlite3.connect(db)) as conn:
+                    conn.execute("INSERT INTO session_items (user_id, session_name, created_at,"
+                                 " item_json) SELECT ?, ?, MAX(created_at), ? FROM session_items",
+                                 (USER, NAME, bad[i]))
+                    if i == 0:
+                        conn.execute("INSERT INTO session_items (user_id, session_name, "
+                                     "created_at, item_json) SELECT ?, ?, MAX(created_at), ? "
+                                     "FROM session_items", (USER, NAME, unknown))
+                    conn.commit()
+            before = await session.get_items()
+            info = await session.compact(force=True)
+            assert info is not None and info.archived > 0
+            return before, await session.get_items()
+
+    before, after = asyncio.run(main())
+    assert json.loads(unknown) in before and json.loads(unknown) not in after
+    live = [text for (text,) in query(db, "SELECT item_json FROM session_items")]
+    archived = [text for _, _, text in archive_rows(db)]
+    assert all(live.count(text) == 1 for text in bad)  # never archived, never changed
+    assert archived.count(unknown) == 1  # archived as it was
+    assert is_summary(after[0]) and after[-1] == turn(2, calls=2)[-1]
+    assert all(isinstance(item, dict) for item in after)  # the bad rows are not items
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    for text in bad:
+        (row_id,), = query(db, "SELECT id FROM session_items WHERE item_json = ?", (text,))
+        assert f"row {row_id}:" in warned
+
+    # a damaged archive row: reported with its id and skipped, the others read
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute(f"UPDATE {ARCHIVE_TABLE} SET item_json = 'garbage' WHERE id = "
+                     f"(SELECT MIN(id) FROM {ARCHIVE_TABLE})")
+        conn.commit()
+    caplog.clear()
+    items = asyncio.run(archived_items(db, USER, NAME))
+    assert len(items) == len(archived) - 1
+    assert json.loads(unknown) in [item for _, item in items]
+    assert any("session_items_archive" in r.getMessage() and "not JSON" in r.getMessage()
+               for r in caplog.records)

@@ -34,6 +34,9 @@ from scripted import call, final, model, run_agent, tools_step, usage
 from sessiontape import Recorder
 from sessiontape.storage.paths import project_hash
 
+# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("foreign_sessions")
+
 PROJECT = "/home/dev/proj"
 ANN = "ann@example.com"
 JOHN = "john@example.com"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import multiprocessing
 import os
@@ -32,6 +33,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from harness import REPO, WAIT, next_millisecond, snapshot
 
 from sessiontape.storage.item_store import ItemStore, StoredSession
+from sessiontape.storage.items import item_shape
 
 USER = "john@example.com"
 STORE_NAME = ".agent_sessions.sqlite"
@@ -269,9 +271,15 @@ def test_item_json_is_compact_and_keeps_unicode(db: Path) -> None:
         return await store.session(USER, "s").get_items()
     assert run_store(body, db) == [item]
     (text,), = query(db, "SELECT item_json FROM session_items")
-    assert text == json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    # stored as the JS SDK's protocol item: what its input_text part has no field for rides
+    # in the part's providerData
+    row = {"type": "message", "role": "user",
+           "content": [{"type": "input_text", "text": item["content"][0]["text"],
+                        "providerData": {"annotations": [], "n": 1, "f": 0.5, "ok": True,
+                                         "none": None}}]}
+    assert text == json.dumps(row, ensure_ascii=False, separators=(",", ":"))
     assert "🎉" in text and "世界" in text
-    assert strict_json(text) == item
+    assert strict_json(text) == row
 
 
 def test_odd_values_are_stored_as_json_and_read_back(db: Path) -> None:
@@ -647,3 +655,169 @@ def test_preparing_an_open_store_does_not_drop_its_locks(tmp_path: Path) -> None
                           text=True, timeout=30).stdout.strip()
     writer.execute("COMMIT")
     assert "locked" in seen
+
+
+# --------------------------------------------------------------------------- both SDKs' shapes
+
+
+LEGACY = [  # rows as sessiontape 0.1 wrote them: the Python SDK's own shapes
+    {"content": "How many files?", "role": "user"},
+    {"id": "rs_1", "summary": [{"text": "List, then count.", "type": "summary_text"}],
+     "type": "reasoning"},
+    {"arguments": '{"commandLine":"ls"}', "call_id": "call_1", "name": "run",
+     "type": "function_call", "id": "fc_1", "status": "completed"},
+    {"call_id": "call_1", "output": "a b", "type": "function_call_output"},
+    {"id": "msg_1", "content": [{"annotations": [], "text": "Two.", "type": "output_text",
+                                 "logprobs": []}],
+     "role": "assistant", "status": "completed", "type": "message"},
+    {"role": "assistant", "content": "[Summary of the earlier conversation]\nearlier"},
+    {"id": "ws_1", "action": {"type": "search", "query": "q"}, "status": "completed",
+     "type": "web_search_call"},
+]
+
+
+def test_legacy_python_rows_read_back_unchanged_and_new_rows_are_protocol_items(
+        db: Path) -> None:
+    make_store_file(db)
+    insert_rows(db, [(USER, "s", 1000, json.dumps(item)) for item in LEGACY])
+    new_turn = [msg("And now?", "user"),
+                {"type": "function_call", "call_id": "call_2", "name": "run", "arguments": "{}",
+                 "id": "fc_2", "status": "completed"},
+                {"type": "function_call_output", "call_id": "call_2", "output": "c"}]
+
+    async def body(store: ItemStore) -> None:
+        session = store.session(USER, "s")
+        assert await session.get_items() == LEGACY
+        assert await session.get_items(limit=3) == LEGACY[-3:]
+        await session.add_items(new_turn)
+        assert await session.get_items() == LEGACY + new_turn
+        assert await store.session(USER, "s").get_items() == LEGACY + new_turn
+        assert await session.pop_item() == new_turn[-1]
+        await session.add_items(new_turn[-1:])  # its call is in an earlier batch
+    run_store(body, db)
+
+    texts = [text for (text,) in query(db, "SELECT item_json FROM session_items ORDER BY id")]
+    assert texts[:len(LEGACY)] == [json.dumps(item) for item in LEGACY]  # untouched
+    added = [json.loads(text) for text in texts[len(LEGACY):]]
+    assert [item_shape(item) for item in added] == ["both", "protocol", "protocol"]
+    assert added[1]["callId"] == "call_2" and "call_id" not in added[1]
+    # the output stored alone got its tool's name from the stored call
+    assert added[2] == {"type": "function_call_result", "name": "run", "callId": "call_2",
+                        "status": "completed", "output": {"type": "text", "text": "c"}}
+    # a fresh store (no memory of earlier reads) reads the same
+    assert run_store(lambda store: store.session(USER, "s").get_items(), db) == \
+        LEGACY + new_turn
+
+
+BAD_ROWS = [  # (row text, what a read does with it)
+    ('{"type": "message", "role": "us', "skipped"),            # truncated
+    ("not json at all", "skipped"),
+    ("42", "skipped"),                                          # JSON, but no item
+    ('["a", "b"]', "skipped"),
+    ("null", "skipped"),
+    ('{"n": 1}', "passed"),                                     # neither SDK's
+    ('{"type": "tool_approval_v9", "callId": "c9"}', "passed"),  # a future protocol item
+    ('{"type": "function_call_result", "output": 3}', "passed"),  # malformed (no callId)
+]
+
+
+def test_bad_rows_are_reported_with_their_row_id_and_never_fail_a_read(
+        db: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="sessiontape")
+    make_store_file(db)
+    good = [msg(f"item {n}") for n in range(len(BAD_ROWS) + 1)]
+    rows = []
+    for n, (text, _) in enumerate(BAD_ROWS):
+        rows += [(USER, "s", 1000 + 2 * n, json.dumps(good[n])), (USER, "s", 1001 + 2 * n, text)]
+    rows.append((USER, "s", 5000, json.dumps(good[-1])))
+    insert_rows(db, rows)
+    ids = {text: row_id for row_id, text in query(db, "SELECT id, item_json FROM session_items")}
+    expected = []
+    for n, (text, fate) in enumerate(BAD_ROWS):
+        expected += [good[n]] + ([json.loads(text)] if fate == "passed" else [])
+    expected.append(good[-1])
+
+    async def body(store: ItemStore) -> None:
+        session = store.session(USER, "s")
+        assert await session.get_items() == expected
+        assert await session.get_items() == expected  # again, from what was read
+        assert await store.session(USER, "s").get_items(limit=2) == expected[-2:]
+    run_store(body, db)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "sessiontape"]
+    assert len(warnings) == len(BAD_ROWS)  # each bad row once, however often it is read
+    for text, fate in BAD_ROWS:
+        [warning] = [w for w in warnings if f"session_items row {ids[text]}:" in w]
+        assert ("skipped" if fate == "skipped" else "passed on as it is") in warning
+        assert f"{USER}:s" in warning
+
+    # the runner takes such a history and runs; pop_item leaves rows that are no item
+    model = ScriptedModel([[assistant_message("fine", item_id="m_bad")]])
+
+    async def run(store: ItemStore) -> Any:
+        session = store.session(USER, "s")
+        result = await Runner.run(Agent(name="a", model=model), "go on", session=session)
+        popped = [await session.pop_item() for _ in range(len(expected) + 2)]
+        return result.final_output, popped
+    answer, popped = run_store(run, db)
+    assert answer == "fine"
+    assert model.calls[0].input == [*expected, {"content": "go on", "role": "user"}]
+    assert [p for p in popped if p is not None][2:] == expected[::-1]
+    left = [text for (text,) in query(db, "SELECT item_json FROM session_items ORDER BY id")]
+    assert left == [text for text, fate in BAD_ROWS if fate == "skipped"]
+
+
+def test_reads_follow_changes_made_by_another_connection(db: Path) -> None:
+    """Reads remember the rows they converted; rows added, deleted or popped by anyone
+    else between two reads show exactly (each read is checked against a fresh store)."""
+    make_store_file(db)
+    first = [msg("one"), {"type": "function_call", "call_id": "c1", "name": "f",
+                          "arguments": "{}"}]
+
+    async def body(store: ItemStore) -> None:
+        session = store.session(USER, "s")
+        await session.add_items(first)
+
+        async def check(expected: list[Any]) -> None:
+            assert await session.get_items() == expected
+            async with ItemStore(db) as fresh:
+                assert await fresh.session(USER, "s").get_items() == expected
+            assert await session.get_items(limit=1) == expected[-1:]
+
+        await check(first)
+        # skilled_crew appends a protocol row
+        insert_rows(db, [(USER, "s", 2_000_000_000_000, json.dumps(
+            {"type": "function_call_result", "name": "f", "callId": "c1",
+             "status": "completed", "output": {"type": "text", "text": "ok"}}))])
+        output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+        await check([*first, output])
+        # a row in the middle goes, one is added before the rest (as a compaction does)
+        conn = sqlite3.connect(db)
+        conn.execute("DELETE FROM session_items WHERE item_json LIKE '%\"one\"%'")
+        conn.execute("INSERT INTO session_items (user_id, session_name, created_at, item_json) "
+                     "VALUES (?, 's', 1, ?)", (USER, json.dumps(msg("zero"))))
+        conn.commit()
+        conn.close()
+        await check([msg("zero"), first[1], output])
+        assert await session.pop_item() == output
+        await check([msg("zero"), first[1]])
+        await session.clear_session()
+        assert await session.get_items() == []
+    run_store(body, db)
+
+
+def test_items_read_are_the_callers_own(db: Path) -> None:
+    """Each read returns new objects, even when nothing changed since the last one."""
+    items = [msg("one"), {"type": "reasoning", "id": "rs_1", "summary": [
+        {"type": "summary_text", "text": "hm"}]}]
+
+    async def body(store: ItemStore) -> None:
+        session = store.session(USER, "s")
+        await session.add_items(items)
+        for limit in (None, None, 2, 2):
+            got = await session.get_items(limit)
+            assert got == items
+            got[0]["content"] = "changed"
+            got[1]["summary"].append("junk")
+            got.append("more")
+        assert items[0]["content"] == "one" and len(items[1]["summary"]) == 1
+    run_store(body, db)

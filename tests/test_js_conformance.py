@@ -35,6 +35,9 @@ from typing import Any
 import pytest
 from harness import REPO, WAIT, run, snapshot
 
+# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("js_conformance")
+
 JS = REPO / "tests" / "js"
 SCRIPT = JS / "check_items.mjs"
 LOCKFILE = JS / "package-lock.json"

@@ -21,6 +21,9 @@ from harness import REPO
 
 from sessiontape.storage.version import __version__
 
+# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("packaging")
+
 FOLDERS = {"recorder": "sessiontape", "storage": "sessiontape/storage"}
 OLD_NAMES = ("recorder", "storage")
 

@@ -22,6 +22,9 @@ from sessiontape.storage.log_reader import SessionLogReader, Turn
 from sessiontape.storage.names import DEFAULT_USER_ID
 from sessiontape.storage.replay_log import ReplayLog
 
+# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
+pytestmark = pytest.mark.xdist_group("run_chat_cli")
+
 LISBON = ("A day in Lisbon: it is sunny and 21°C, so start in the old town early and end at "
           "a viewpoint for the sunset. The currency conversion failed (XYZ is not supported), "
           "so budget about 80 EUR.")
