@@ -10,7 +10,8 @@ One home for the scaffolding every CLI and process test shares:
 - ``sigint_default``: SIGINT's default action for a child that a test will interrupt;
 - ``Terminal`` and ``on_terminal``: the executable on a pseudo-terminal;
 - ``wait_for`` and ``next_millisecond``: waiting on a state, never sleeping to order things;
-- ``snapshot``: every entry under a directory, to prove that readers change nothing.
+- ``snapshot``: every entry under a directory, to prove that readers change nothing;
+- ``as_doubles``: parsed JSON with JavaScript's big integral doubles as doubles.
 
 Every wait has a generous timeout that only a stuck test reaches.
 """
@@ -118,6 +119,19 @@ def next_millisecond() -> int:
     that must be strictly newer than those before)."""
     start = now_ms()
     return wait_for(lambda: (later := now_ms()) > start and later, "the next millisecond")
+
+
+def as_doubles(value: Any) -> Any:
+    """``value`` as a Python JSON parser read it, with integers beyond 2**53 as doubles:
+    JavaScript writes an integral double beyond 2**53 as its shortest digits padded with
+    zeros, which a Python parser reads as an integer (orjson: a float beyond 64 bits)."""
+    if isinstance(value, list):
+        return [as_doubles(item) for item in value]
+    if isinstance(value, dict):
+        return {key: as_doubles(item) for key, item in value.items()}
+    if type(value) is int and abs(value) > 2**53:
+        return float(value)
+    return value
 
 
 def snapshot(root: Path, *, mtimes: bool = False, sqlite_sidecars: bool = False

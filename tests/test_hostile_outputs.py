@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from agents import Agent, function_tool
 from agents.exceptions import UserError
+from harness import as_doubles
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -269,19 +270,6 @@ def as_javascript(value: Any) -> Any:
         return {k: as_javascript(v) for k, v in value.items()}
     if isinstance(value, list):
         return [as_javascript(v) for v in value]
-    return value
-
-
-def as_doubles(value: Any) -> Any:
-    """``value`` as a Python parser reads it, with integers beyond 2**53 as doubles:
-    JavaScript writes an integral double beyond 2**53 as its shortest digits padded with
-    zeros, which parse as an integer (orjson: a float beyond 64 bits)."""
-    if isinstance(value, list):
-        return [as_doubles(item) for item in value]
-    if isinstance(value, dict):
-        return {key: as_doubles(item) for key, item in value.items()}
-    if type(value) is int and abs(value) > 2**53:
-        return float(value)
     return value
 
 

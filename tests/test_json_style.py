@@ -11,9 +11,9 @@ import struct
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
+from harness import as_doubles
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -175,19 +175,6 @@ def in_shapes(number: float) -> list[object]:
 def read_back(number: float) -> object:
     """What reading ``number`` back must give: the same double (NaN and infinities: null)."""
     return number if math.isfinite(number) else None
-
-
-def as_doubles(value: Any) -> Any:
-    """``value`` as read back, with integers beyond 2**53 as doubles: JavaScript writes an
-    integral double beyond 2**53 as its shortest digits padded with zeros, which a Python
-    parser reads as an integer (orjson as a float beyond 64 bits)."""
-    if isinstance(value, list):
-        return [as_doubles(item) for item in value]
-    if isinstance(value, dict):
-        return {key: as_doubles(item) for key, item in value.items()}
-    if type(value) is int and abs(value) > 2**53:
-        return float(value)
-    return value
 
 
 FLOATS = [
