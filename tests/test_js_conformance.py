@@ -20,6 +20,7 @@ Node >= 20 with npm is needed; the first test installs tests/js/node_modules wit
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -653,3 +654,72 @@ def test_the_table_covers_every_member_of_the_schema() -> None:
     assert assistant_parts == set(members["assistant"])
     assert output_parts == set(members["output"])
     assert structured_parts == set(members["structured"])
+
+
+# ------------------------------------------------- what sessiontape records, in the JS SDK
+
+
+def test_a_rich_recorded_session_is_accepted_by_the_js_sdk() -> None:
+    """A conversation recorded by the Recorder with the real Runner (tools, a failing tool,
+    a subagent, a handoff, reasoning; a plain and a streamed turn): every stored row passes
+    the JS SDK's schema, and its request builder turns the whole history into a request in
+    which every call is followed by its output."""
+    from agents import Agent, function_tool
+    from scripted import call, final, model, reasoning, run_agent, tools_step
+
+    from sessiontape import Recorder
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @function_tool
+    def broken(reason: str) -> str:
+        """Always fails."""
+        raise ValueError("broken on purpose")
+
+    async def record() -> Path:
+        rec = Recorder(session_name="rich")
+        for turn, streamed in enumerate((False, True)):
+            helper = Agent(name="Helper", tools=[add], model=model(
+                tools_step(call("add", {"a": turn, "b": 2})), final(f"helped {turn}")))
+            specialist = Agent(name="Specialist", model=model(
+                final(f"special answer {turn}", None, reasoning(f"why {turn}"))))
+            planner = Agent(name="Planner", handoffs=[specialist],
+                            tools=[add, broken, helper.as_tool("ask_helper", "Ask the helper.")],
+                            model=model(
+                                tools_step(call("add", {"a": 1, "b": turn}),
+                                           call("broken", {"reason": "test"}),
+                                           call("ask_helper", {"input": f"q{turn}"}),
+                                           extra=[reasoning(f"plan {turn}")]),
+                                tools_step(call("transfer_to_specialist", {}))))
+            output = await run_agent(rec, planner, f"question {turn}", streamed=streamed)
+            assert output == f"special answer {turn}"
+        await rec.flush()
+        await rec.store.close()
+        assert rec.errors == 0
+        return rec.store.path
+
+    store = asyncio.run(record())
+    (items,) = read_sessions(store).values()
+    kinds = [item.get("type") for item in items]
+    assert {"function_call", "function_call_result", "reasoning", "message"} <= set(kinds)
+    assert kinds.count("function_call") == kinds.count("function_call_result") == 8
+    assert not any("call_id" in item or item.get("type") == "function_call_output"
+                   for item in items)  # no Python shapes in skilled_crew's table
+
+    report = check_items(items)
+    assert report["schema_errors"] == [] and report["request_error"] is None
+    wire = report["request_input"]
+    assert len(wire) == len(items)
+    calls = [i for i, item in enumerate(wire) if item.get("type") == "function_call"]
+    outputs = {item["call_id"]: i for i, item in enumerate(wire)
+               if item.get("type") == "function_call_output"}
+    assert len(calls) == len(outputs) == 8
+    assert all(outputs[wire[i]["call_id"]] > i for i in calls)
+    failed = [item for item in items if item.get("type") == "function_call_result"
+              and item["name"] == "broken"]
+    assert len(failed) == 2  # the SDK's default error text, as the model saw it
+    assert all(item["output"]["text"].startswith("An error occurred while running the tool")
+               for item in failed)
