@@ -34,7 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import Agent, function_tool
 from harness import REPO, WAIT, run, snapshot
+from scripted import call, final, model, reasoning, run_agent, tools_step
+
+from sessiontape import Recorder
 
 # Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("js_conformance")
@@ -664,11 +668,6 @@ def test_a_rich_recorded_session_is_accepted_by_the_js_sdk() -> None:
     a subagent, a handoff, reasoning; a plain and a streamed turn): every stored row passes
     the JS SDK's schema, and its request builder turns the whole history into a request in
     which every call is followed by its output."""
-    from agents import Agent, function_tool
-    from scripted import call, final, model, reasoning, run_agent, tools_step
-
-    from sessiontape import Recorder
-
     @function_tool
     def add(a: int, b: int) -> int:
         """Add two numbers."""
