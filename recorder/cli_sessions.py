@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sessiontape.storage.items import content_text, item_text
+from sessiontape.storage.items import clip, content_text, item_text
 from sessiontape.storage.json_style import dumps_compact
 
 from .console import (
@@ -36,7 +36,7 @@ from .sessions import (
     show_session,
     tool_output_text,
 )
-from .transcript import input_text, render_turns, short
+from .transcript import input_text, render_turns
 
 PROG = "sessiontape sessions"
 
@@ -150,18 +150,18 @@ def _part_lines(part: dict[str, Any], style: Style, pad: str) -> Iterator[str]:
     if kind == "text":
         yield f"{pad}agent> {_indented(str(part.get('text', '')), pad)}"
     elif kind == "reasoning":
-        yield f"{dim}{pad}  · reasoning: {printable(short(part.get('text', '')))}{reset}"
+        yield f"{dim}{pad}  · reasoning: {printable(clip(part.get('text', '')))}{reset}"
     elif kind == "tool":
         state = part.get("state")
         state = state if isinstance(state, dict) else {}
-        arguments = short(dumps_compact(state.get("input", {})).decode(), 80)
+        arguments = clip(dumps_compact(state.get("input", {})).decode(), 80)
         call = f"{part.get('tool')}({arguments})"
         status = state.get("status")
         if status == "completed":
             yield f"{dim}{pad}  · {printable(call)} → " \
-                  f"{printable(short(tool_output_text(state.get('output'))))}{reset}"
+                  f"{printable(clip(tool_output_text(state.get('output'))))}{reset}"
         elif status == "error":
-            yield f"{pad}  · {printable(call)} {red}✗ {printable(short(state.get('error', '')))}" \
+            yield f"{pad}  · {printable(call)} {red}✗ {printable(clip(state.get('error', '')))}" \
                   f"{reset}"
         else:
             yield f"{dim}{pad}  · {printable(call)} [{printable(str(status))}]{reset}"
@@ -174,7 +174,7 @@ def _part_lines(part: dict[str, Any], style: Style, pad: str) -> Iterator[str]:
         yield f"{dim}{pad}  · agent {printable(str(part.get('name', '')))}{reset}"
     elif kind == "file":
         what = part.get("filename") or part.get("url") or ""
-        yield f"{dim}{pad}  · file {printable(short(what))}{reset}"
+        yield f"{dim}{pad}  · file {printable(clip(what))}{reset}"
     elif kind == "compaction":
         yield f"{dim}{pad}  · compaction: {part.get('tokensBefore', '?')} → " \
               f"{part.get('tokensAfter', '?')} tokens{reset}"
@@ -219,7 +219,7 @@ def _store_turn_lines(view: TurnView, style: Style) -> Iterator[str]:
         if isinstance(item, dict) and item.get("role") == "assistant":
             yield f"agent> {printable(content_text(item.get('content')))}"
         else:
-            yield f"{style.dim}  · {printable(short(item_text(item), 160))}{style.reset}"
+            yield f"{style.dim}  · {printable(clip(item_text(item), 160))}{style.reset}"
     if not view.turn.complete:
         yield f"{style.dim}[incomplete]{style.reset}"
 

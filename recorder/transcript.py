@@ -5,34 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from sessiontape.storage.items import clip, content_text
 from sessiontape.storage.log_reader import Turn
 
 from .console import printable
 
-__all__ = ["describe_step", "input_text", "render_turns", "short"]
+__all__ = ["describe_step", "input_text", "render_turns"]
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
-TOOL_RESULT_CHARS = 120
-
-
-def short(text: Any, limit: int = TOOL_RESULT_CHARS) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def input_text(user_input: Any) -> str:
     """A run's input (a string, or a list of input items) as one line of text."""
-    if isinstance(user_input, str):
-        return user_input
     if isinstance(user_input, list):
-        parts = []
-        for item in user_input:
-            content = item.get("content", "") if isinstance(item, dict) else item
-            if isinstance(content, list):  # content parts: [{"type":"input_text","text":...}]
-                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-            parts.append(str(content))
-        return " ".join(parts)
+        return " ".join(content_text(item.get("content", "")) if isinstance(item, dict)
+                        else str(item) for item in user_input)
     return "" if user_input is None else str(user_input)
 
 
@@ -42,10 +29,10 @@ def describe_step(step: dict[str, Any]) -> str | None:
     if kind == "agent_start":
         return f"agent {agent} starts"
     if kind == "agent_tool_start":
-        arguments = short(step.get('toolArgumentsStr', ''), 80)
+        arguments = clip(step.get('toolArgumentsStr', ''), 80)
         return f"{agent} calls {step.get('toolName')}({arguments})"
     if kind == "agent_tool_end":
-        return f"{step.get('toolName')} → {short(step.get('result', ''))}"
+        return f"{step.get('toolName')} → {clip(step.get('result', ''))}"
     if kind == "handoff":
         return f"handoff {agent} → {step.get('toAgentName')}"
     if kind == "compaction":

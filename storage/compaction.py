@@ -314,7 +314,7 @@ class CompactingSession(SessionABC):
         is, out of every plan (it is never sent either)."""
         rows = await self.inner.store.execute(
             f"SELECT id, item_json FROM session_items WHERE {_PAIR} ORDER BY created_at, id",
-            (self.inner.user_id, self.inner.session_name), reads_only=True)
+            (self.inner.user_id, self.inner.session_name))
         return decode_rows(rows, self.session_id, self.inner.store.reported)
 
     async def candidates(self) -> int:

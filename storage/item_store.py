@@ -31,7 +31,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -176,21 +176,35 @@ def _report(where: str, row_id: int, what: str, text: Any, reported: set[int] | 
 
 
 @dataclass
-class ReadRows:
-    """The rows of one pair already read, each as the JSON of the Python SDK item it reads
-    as (None: skipped), by row id; and the last full read (its row ids, and its items as
-    one JSON array).
+class Snapshot:
+    """What the last full read of one pair found, to convert only new rows the next time.
 
-    Rows are never changed (only added and deleted) and AUTOINCREMENT never reuses an id,
-    so an entry stays true: a read converts only the rows it has not seen, and a full read
-    of the same rows as the last one is that array parsed again (without even listing the
-    rows when the store's :meth:`~ItemStore.version` has not moved since).
+    Rows are only ever added and deleted, never changed in place (by skilled_crew and by
+    sessiontape), and AUTOINCREMENT gives a new row a higher id than any before. So while
+    the pair's row ``last_id`` is still the last of the first ``count`` rows in order (the
+    rows with an id up to it), ``joined`` still holds their items, and the rows after it
+    are new. A row added out of order (an older ``created_at``, an explicit lower id) or
+    any row deleted makes the next full read start over.
     """
 
-    rows: dict[int, bytes | None] = field(default_factory=dict)
-    ids: str = ""
-    joined: bytes = b"[]"
-    version: tuple[int, int, int] | None = None  # the store's, before the last full read
+    last_id: int  # the last row in order
+    count: int  # rows of the pair whose id is at most last_id
+    joined: bytes  # the Python SDK items they read as, one JSON array
+
+
+def _joined(items: list[Any]) -> bytes:
+    """Items as one JSON array (each as :func:`_encoded` writes it)."""
+    try:
+        return orjson.dumps(items)
+    except (TypeError, orjson.JSONEncodeError):
+        return b"[" + b",".join(map(_encoded, items)) + b"]"
+
+
+def _appended(joined: bytes, more: bytes) -> bytes:
+    """Two JSON arrays as one."""
+    if more == b"[]":
+        return joined
+    return more if joined == b"[]" else joined[:-1] + b"," + more[1:]
 
 
 class ItemStore:
@@ -207,9 +221,7 @@ class ItemStore:
         self._ready: asyncio.Future[aiosqlite.Connection] | None = None
         self._worker: threading.Thread | None = None
         self.reported: set[int] = set()  # bad rows already reported (by row id)
-        self.read_rows: dict[tuple[str, str], ReadRows] = {}  # by pair
-        self.writes = 0  # bumped around every statement that is not read-only
-        self.connections = 0  # connections opened
+        self.snapshots: dict[tuple[str, str], Snapshot] = {}  # by pair (see Snapshot)
 
     def _open_sync(self) -> sqlite3.Connection:
         """Open and prepare the file (runs on the connection's worker thread)."""
@@ -241,7 +253,6 @@ class ItemStore:
             return ready.result()
         if ready is None or ready.done():  # no attempt yet, or one cut short by a cancel
             conn = aiosqlite.Connection(self._open_sync, 64)
-            self.connections += 1
             # A Session handed to the SDK's Runner is never closed, and aiosqlite's
             # worker thread would then hold up interpreter exit forever.
             conn._thread.daemon = True
@@ -264,29 +275,10 @@ class ItemStore:
                     await asyncio.sleep(0.001)
             raise
 
-    async def execute(self, sql: str, params: tuple[Any, ...] = (), *,
-                      reads_only: bool = False) -> list[sqlite3.Row]:
-        """Run one statement and return its rows (one round trip to the worker).
-
-        Pass ``reads_only=True`` only for a statement that changes nothing: the others
-        make the next read check the rows again (see :class:`ReadRows`).
-        """
+    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Run one statement and return its rows (one round trip to the worker)."""
         db = await self._db()
-        if reads_only:
-            return list(await db.execute_fetchall(sql, params))
-        self.writes += 1
-        try:
-            return list(await db.execute_fetchall(sql, params))
-        finally:
-            self.writes += 1
-
-    async def version(self) -> tuple[int, int, int]:
-        """Changes when anything may have changed in the file since it was last taken: a
-        commit by another connection (SQLite's ``data_version``), a statement of ours that
-        is not read-only, or a new connection."""
-        writes = self.writes
-        rows = await self.execute("PRAGMA data_version", reads_only=True)
-        return self.connections, int(rows[0][0]), writes
+        return list(await db.execute_fetchall(sql, params))
 
     async def close(self) -> None:
         """Close the connection (a later call opens it again)."""
@@ -313,8 +305,7 @@ class ItemStore:
     async def list_sessions(self, user_id: str | None = None) -> list[StoredSession]:
         """Every pair with its item count and first/last ``created_at``, newest first."""
         params = (user_id,) if user_id is not None else ()
-        rows = await self.execute(list_sessions_sql(user_id is not None), params,
-                                  reads_only=True)
+        rows = await self.execute(list_sessions_sql(user_id is not None), params)
         return [StoredSession(*row) for row in rows]
 
 
@@ -337,100 +328,71 @@ class ItemStoreSession(SessionABC):
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """All items in order, or the latest ``limit`` of them (still in order).
 
-        A row that is not an item counts toward ``limit`` (it is skipped).
+        A row that is not an item counts toward ``limit`` (it is skipped). A full read
+        converts only the rows added since the last one (see :class:`Snapshot`).
         """
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None and limit <= 0:
             return []
         pair = (self.user_id, self.session_name)
-        seen = self.store.read_rows.get(pair)
-        if seen is None:
-            if limit is None:
-                return await self._read_all(pair)
-            seen = self.store.read_rows[pair] = ReadRows()
-        if limit is None:
-            version = await self.store.version()
-            if version == seen.version:
-                return _parse(seen.joined)
-            # The row ids alone, from the index: only rows not seen before are read.
+        if limit is not None:
             rows = await self.store.execute(
-                "SELECT group_concat(id, ','), COUNT(*) FROM "
-                f"(SELECT id FROM session_items {WHERE_PAIR} {ORDER_ASC})", pair,
-                reads_only=True)
-            id_text, count = rows[0]
-            if not count:
-                return []
-            if id_text == seen.ids:
-                seen.version = version
-                return _parse(seen.joined)
-            ids = list(map(int, id_text.split(",")))
-        else:
-            rows = await self.store.execute(
-                f"SELECT id FROM session_items {WHERE_PAIR} {ORDER_DESC} LIMIT ?",
-                (*pair, limit), reads_only=True)
-            ids = [row[0] for row in reversed(rows)]
-        known = seen.rows
-        missing = [row_id for row_id in ids if row_id not in known]
-        if limit is None and len(missing) > len(ids) // 2:
+                f"SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_DESC} LIMIT ?",
+                (*pair, limit))
+            return self._decode(reversed(rows))
+        snapshot = self.store.snapshots.get(pair)
+        if snapshot is None:
             return await self._read_all(pair)
-        if missing:
-            rows = await self.store.execute(
-                "SELECT id, item_json FROM session_items "
-                "WHERE id IN (SELECT value FROM json_each(?))", (orjson.dumps(missing),),
-                reads_only=True)
-            for row_id, item in decode_rows(rows, self.session_id, self.store.reported):
-                known[row_id] = _encoded(item)
-            for row_id in missing:
-                known.setdefault(row_id, None)  # skipped (or deleted meanwhile)
-        joined = b"[" + b",".join([text for text in map(known.__getitem__, ids)
-                                  if text is not None]) + b"]"
-        if limit is None:
-            if len(known) > len(ids) + 64:  # forget rows gone from the pair
-                seen.rows = {row_id: known[row_id] for row_id in ids}
-            seen.ids, seen.joined, seen.version = id_text, joined, version
-        return _parse(joined)
+        # The snapshot's last row and every row after it, with the count of rows up to it.
+        rows = await self.store.execute(
+            "SELECT id, item_json, (SELECT COUNT(*) FROM session_items "
+            "WHERE user_id = ?1 AND session_name = ?2 AND id <= ?3) FROM session_items "
+            f"WHERE user_id = ?1 AND session_name = ?2 AND id >= ?3 {ORDER_ASC}",
+            (*pair, snapshot.last_id))
+        if not rows or rows[0][0] != snapshot.last_id or rows[0][2] != snapshot.count:
+            return await self._read_all(pair)
+        if len(rows) > 1:
+            added = self._decode(row[:2] for row in rows[1:])
+            snapshot.joined = _appended(snapshot.joined, _joined(added))
+            snapshot.last_id = rows[-1][0]
+            snapshot.count += len(rows) - 1
+        return _parse(snapshot.joined)
 
     async def _read_all(self, pair: tuple[str, str]) -> list[TResponseInputItem]:
-        """Every item of the pair, each row remembered as read (see :class:`ReadRows`)."""
+        """Every item of the pair, remembered as the pair's :class:`Snapshot`."""
         # SQLite joins the rows into one JSON array (the ordered subquery is not
         # flattened into the aggregate, so the order holds), which spares Python a tuple
         # per row; a row that is not JSON falls back to rows. So does an array whose
         # length is not the row count: a damaged row such as '1,2' can still join into
         # valid JSON. And so does a row that is not an item, to be reported with its id.
-        version = await self.store.version()
         rows = await self.store.execute(
-            "SELECT group_concat(id, ','), '[' || group_concat(item_json, ',') || ']', "
-            f"COUNT(*) FROM (SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC})",
-            pair, reads_only=True)
-        id_text, joined, count = rows[0]
+            "SELECT max(id), '[' || group_concat(item_json, ',') || ']', COUNT(*), "
+            f"(SELECT id FROM session_items {WHERE_PAIR} {ORDER_DESC} LIMIT 1) "
+            f"FROM (SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC})",
+            (*pair, *pair))
+        max_id, joined, count, last_id = rows[0]
         if not count:
+            self.store.snapshots.pop(pair, None)
             return []
-        ids = list(map(int, id_text.split(",")))
         try:
             parsed = orjson.loads(joined)
         except orjson.JSONDecodeError:
             parsed = None
-        converted: list[Any] = [None]
+        items: list[Any] = [None]
         if isinstance(parsed, list) and len(parsed) == count:
             try:
-                converted = [read_item(item, True) for item in parsed]
+                items = [read_item(item, True) for item in parsed]
             except Exception:  # a malformed item of a known type
-                converted = [None]
-        seen = ReadRows()
-        if None in converted:
-            rows = await self.store.execute(
-                f"SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}", pair,
-                reads_only=True)
-            decoded = decode_rows(rows, self.session_id, self.store.reported)
-            seen.rows = dict.fromkeys(row[0] for row in rows)
-            ids = [row_id for row_id, _ in decoded]
-            converted = [item for _, item in decoded]
-        fragments = list(map(_encoded, converted))
-        seen.rows.update(zip(ids, fragments, strict=True))
-        seen.ids, seen.joined = id_text, b"[" + b",".join(fragments) + b"]"
-        seen.version = version
-        self.store.read_rows[pair] = seen
-        return converted
+                items = [None]
+        if None in items:
+            items = self._decode(await self.store.execute(
+                f"SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}", pair))
+        # Rows after the last one in order (an older created_at) would count as new.
+        if max_id == last_id:
+            self.store.snapshots[pair] = Snapshot(last_id, count, _joined(items))
+        else:
+            self.store.snapshots.pop(pair, None)
+        return items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` in one transaction; they share one ``created_at`` (Unix ms).
@@ -477,8 +439,7 @@ class ItemStoreSession(SessionABC):
         rows = await self.store.execute(
             f"SELECT id, item_json FROM session_items {WHERE_PAIR} AND "
             "(instr(item_json, ?) > 0 OR instr(item_json, ?) > 0) ORDER BY id DESC LIMIT 8",
-            (self.user_id, self.session_name, f'"callId":{quoted}', f'"call_id":{quoted}'),
-            reads_only=True)
+            (self.user_id, self.session_name, f'"callId":{quoted}', f'"call_id":{quoted}'))
         for _, item in decode_rows(rows, self.session_id, self.store.reported):
             if isinstance(item, dict) and item.get("type") == "function_call" \
                     and item.get("call_id") == call_id and isinstance(item.get("name"), str):
@@ -511,4 +472,4 @@ class ItemStoreSession(SessionABC):
         """Delete every item of this pair."""
         await self.store.execute(f"DELETE FROM session_items {WHERE_PAIR}",
                                  (self.user_id, self.session_name))
-        self.store.read_rows.pop((self.user_id, self.session_name), None)
+        self.store.snapshots.pop((self.user_id, self.session_name), None)

@@ -365,6 +365,52 @@ def _parts_from(item: dict[str, Any], convert: Callable[[Any, bool], Any], own: 
             item["content"] = parts
 
 
+# ---------------------------------------------------------------------------- calls and outputs
+#
+# A tool call or output with a call id has one shape in the protocol: `type`, `id`,
+# `callId`, `status` and its own fields, with every other key of the API item (`type` and
+# `id` included, as convertToOutputItem writes them) in providerData.
+
+
+def _call_to(item: dict[str, Any], kind: str, fields: dict[str, Any], taken: Iterable[str],
+             statuses: frozenset[str] | tuple[str, ...] = _STATUSES,
+             default: str | None = None) -> dict[str, Any]:
+    """The protocol item ``kind`` for ``item``, with ``fields`` made from its keys
+    ``taken``. A ``status`` outside ``statuses`` becomes ``default`` with a marker (or,
+    without a default, stays in providerData)."""
+    out: dict[str, Any] = {"type": kind}
+    if isinstance(item.get("id"), str):
+        out["id"] = item["id"]
+    out["callId"] = item["call_id"]
+    extra: dict[str, Any] = {}
+    status = item.get("status", _MISSING)
+    if status in statuses:
+        out["status"] = status
+    elif default is not None:
+        out["status"] = default
+        extra["status"] = None if status is _MISSING else status
+    out.update(fields)
+    skip = {"call_id", *taken}
+    if "status" in out:
+        skip.add("status")
+    for key, value in item.items():
+        if key not in skip:
+            extra[key] = value
+    out["providerData"] = extra
+    return out
+
+
+def _call_from(item: dict[str, Any], own: bool, *restored: str) -> dict[str, Any]:
+    """A protocol call or output with its ``callId`` as ``call_id`` and providerData's keys
+    back (``restored``: keys whose marker gives back the Python item's own value)."""
+    item = item if own else dict(item)
+    data = _take(item)
+    item["call_id"] = item.pop("callId")
+    _merge(item, data)
+    _restore(item, data, *restored)
+    return item
+
+
 # ---------------------------------------------------------------------------- messages
 
 
@@ -473,27 +519,15 @@ def _message_from(item: dict[str, Any], own: bool) -> Any:
 
 
 def _function_call_to(item: dict[str, Any]) -> Any:
-    call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
-    if not (isinstance(call_id, str) and isinstance(name, str) and isinstance(arguments, str)):
+    name, arguments = item.get("name"), item.get("arguments")
+    if not (isinstance(item.get("call_id"), str) and isinstance(name, str)
+            and isinstance(arguments, str)):
         return None
-    out: dict[str, Any] = {"type": "function_call"}
-    if isinstance(item.get("id"), str):
-        out["id"] = item["id"]
-    out["callId"] = call_id
-    out["name"] = name
-    namespace = item.get("namespace")
-    if isinstance(namespace, str):
-        out["namespace"] = namespace
-    status = item.get("status", _MISSING)
-    if status in _STATUSES:
-        out["status"] = status
-    out["arguments"] = arguments
-    # As convertToOutputItem: every other field of the API item, `type` and `id` included.
-    out["providerData"] = {key: value for key, value in item.items()
-                           if key not in ("call_id", "name", "arguments")
-                           and not (key == "namespace" and "namespace" in out)
-                           and not (key == "status" and "status" in out)}
-    return out
+    fields: dict[str, Any] = {"name": name}
+    if isinstance(item.get("namespace"), str):
+        fields["namespace"] = item["namespace"]
+    fields["arguments"] = arguments
+    return _call_to(item, "function_call", fields, fields)
 
 
 def _function_call_from(item: dict[str, Any], own: bool) -> Any:
@@ -502,10 +536,7 @@ def _function_call_from(item: dict[str, Any], own: bool) -> Any:
     if not isinstance(item["callId"], str) or not isinstance(item.get("name"), str) \
             or not isinstance(item.get("arguments"), str):
         return None
-    item = item if own else dict(item)
-    item["call_id"] = item.pop("callId")
-    _merge(item, _take(item))
-    return item
+    return _call_from(item, own)
 
 
 def _tool_output_to(output: Any) -> Any:
@@ -683,42 +714,18 @@ def _reasoning_from(item: dict[str, Any], own: bool) -> Any:
 
 
 def _computer_call_to(item: dict[str, Any]) -> Any:
-    call_id = item.get("call_id")
     action, actions = item.get("action"), item.get("actions")
-    if not isinstance(call_id, str) or not (isinstance(action, dict)
-                                            or (isinstance(actions, list) and actions)):
+    if not isinstance(item.get("call_id"), str) or not (
+            isinstance(action, dict) or (isinstance(actions, list) and actions)):
         return None
-    extra: dict[str, Any] = {}
-    out: dict[str, Any] = {"type": "computer_call"}
-    if isinstance(item.get("id"), str):
-        out["id"] = item["id"]
-    out["callId"] = call_id
-    status = item.get("status", _MISSING)
-    if status in _STATUSES:
-        out["status"] = status
-    else:
-        out["status"] = "completed"
-        extra["status"] = None if status is _MISSING else status
-    if "action" in item:
-        out["action"] = action
-    if "actions" in item:
-        out["actions"] = actions
-    for key, value in item.items():
-        if key not in ("call_id", "status", "action", "actions"):
-            extra[key] = value
-    out["providerData"] = extra
-    return out
+    fields: dict[str, Any] = {key: item[key] for key in ("action", "actions") if key in item}
+    return _call_to(item, "computer_call", fields, fields, default="completed")
 
 
-def _computer_call_from(item: dict[str, Any], own: bool) -> Any:
-    if "callId" not in item:
-        return item
-    item = item if own else dict(item)
-    data = _take(item)
-    item["call_id"] = item.pop("callId")
-    _merge(item, data)
-    _restore(item, data, "status")
-    return item
+def _status_call_from(item: dict[str, Any], own: bool) -> Any:
+    """computer_call, apply_patch_call and its output: the protocol requires their
+    ``status``, so a marker may give back the Python item's own."""
+    return _call_from(item, own, "status") if "callId" in item else item
 
 
 def _computer_output_to(item: dict[str, Any]) -> Any:
@@ -787,42 +794,30 @@ def _shell_action_to(action: Any) -> tuple[dict[str, Any], bool] | None:
 
 
 def _shell_call_to(item: dict[str, Any]) -> Any:
-    call_id = item.get("call_id")
     converted = _shell_action_to(item.get("action"))
-    if not isinstance(call_id, str) or converted is None:
+    if not isinstance(item.get("call_id"), str) or converted is None:
         return None
     action, exact = converted
-    out: dict[str, Any] = {"type": "shell_call"}
-    if isinstance(item.get("id"), str):
-        out["id"] = item["id"]
-    out["callId"] = call_id
-    if item.get("status", _MISSING) in _STATUSES:
-        out["status"] = item["status"]
-    out["action"] = action
-    extra = {key: value for key, value in item.items()
-             if key not in ("call_id", "action") and not (key == "status" and "status" in out)}
+    out = _call_to(item, "shell_call", {"action": action}, ("action",))
     if not exact:  # the request builder reads only `environment` from here
-        extra["action"] = item["action"]
-    out["providerData"] = extra
+        out["providerData"]["action"] = item["action"]
     return out
 
 
 def _shell_call_from(item: dict[str, Any], own: bool) -> Any:
     if "callId" not in item:
         return item
-    item = item if own else dict(item)
-    data = _take(item)
-    item["call_id"] = item.pop("callId")
-    stashed = data.get("action")
+    data = item.get("providerData")
+    stashed = data.get("action") if isinstance(data, dict) else None
+    item = _call_from(item, own)
     action = item.get("action")
-    if isinstance(stashed, dict):
+    if isinstance(stashed, dict):  # the Python item's own action
         item["action"] = stashed
     elif isinstance(action, dict):
         timeout, length = action.get("timeoutMs"), action.get("maxOutputLength")
         item["action"] = {"commands": action.get("commands"),
                           "timeout_ms": timeout if isinstance(timeout, int) else None,
                           "max_output_length": length if isinstance(length, int) else None}
-    _merge(item, data)
     return item
 
 
@@ -846,26 +841,18 @@ def _shell_output_to(item: dict[str, Any]) -> Any:
             return None
         # The protocol's output entries pass other keys through.
         entries.append({**entry, "outcome": shell_outcome})
-    out: dict[str, Any] = {"type": "shell_call_output"}
-    if isinstance(item.get("id"), str):
-        out["id"] = item["id"]
-    out["callId"] = call_id
-    out["output"] = entries
+    fields: dict[str, Any] = {"output": entries}
     length = item.get("max_output_length")
     if isinstance(length, int) and not isinstance(length, bool):
-        out["maxOutputLength"] = length
-    out["providerData"] = {key: value for key, value in item.items()
-                           if key not in ("call_id", "output")
-                           and not (key == "max_output_length" and "maxOutputLength" in out)}
-    return out
+        fields["maxOutputLength"] = length
+    taken = ("output", "max_output_length") if "maxOutputLength" in fields else ("output",)
+    return _call_to(item, "shell_call_output", fields, taken, statuses=())
 
 
 def _shell_output_from(item: dict[str, Any], own: bool) -> Any:
     if "callId" not in item:
         return item
-    item = item if own else dict(item)
-    data = _take(item)
-    item["call_id"] = item.pop("callId")
+    item = _call_from(item, own)
     entries = []
     for entry in item.get("output") or ():
         outcome = entry.get("outcome") if isinstance(entry, dict) else None
@@ -875,7 +862,6 @@ def _shell_output_from(item: dict[str, Any], own: bool) -> Any:
     item["output"] = entries
     if "maxOutputLength" in item:
         item["max_output_length"] = item.pop("maxOutputLength")
-    _merge(item, data)
     return item
 
 
@@ -887,53 +873,21 @@ _OPERATIONS: Final = {"create_file": ("path", "diff"), "update_file": ("path", "
 
 
 def _apply_patch_call_to(item: dict[str, Any]) -> Any:
-    call_id, operation = item.get("call_id"), item.get("operation")
-    if not isinstance(call_id, str) or not isinstance(operation, dict) or not all(
+    operation = item.get("operation")
+    if not isinstance(item.get("call_id"), str) or not isinstance(operation, dict) or not all(
             isinstance(operation.get(key), str)
             for key in _OPERATIONS.get(str(operation.get("type")), ("-",))):
         return None
-    return _patch_item_to(item, "apply_patch_call", ("in_progress", "completed"), "in_progress",
-                          {"operation": operation})
+    return _call_to(item, "apply_patch_call", {"operation": operation}, ("operation",),
+                    ("in_progress", "completed"), "in_progress")
 
 
 def _apply_patch_output_to(item: dict[str, Any]) -> Any:
     if not isinstance(item.get("call_id"), str):
         return None
     fields = {"output": item["output"]} if isinstance(item.get("output"), str) else {}
-    return _patch_item_to(item, "apply_patch_call_output", ("completed", "failed"),
-                          "completed", fields)
-
-
-def _patch_item_to(item: dict[str, Any], kind: str, statuses: tuple[str, ...], default: str,
-                   fields: dict[str, Any]) -> Any:
-    extra: dict[str, Any] = {}
-    out: dict[str, Any] = {"type": kind}
-    if isinstance(item.get("id"), str):
-        out["id"] = item["id"]
-    out["callId"] = item["call_id"]
-    status = item.get("status", _MISSING)
-    if status in statuses:
-        out["status"] = status
-    else:
-        out["status"] = default
-        extra["status"] = None if status is _MISSING else status
-    out.update(fields)
-    for key, value in item.items():
-        if key not in ("call_id", "status") and key not in fields:
-            extra[key] = value
-    out["providerData"] = extra
-    return out
-
-
-def _patch_item_from(item: dict[str, Any], own: bool) -> Any:
-    if "callId" not in item:
-        return item
-    item = item if own else dict(item)
-    data = _take(item)
-    item["call_id"] = item.pop("callId")
-    _merge(item, data)
-    _restore(item, data, "status")
-    return item
+    return _call_to(item, "apply_patch_call_output", fields, fields, ("completed", "failed"),
+                    "completed")
 
 
 # ---------------------------------------------------------------------------- hosted tools
@@ -1109,12 +1063,12 @@ _FROM: Final[dict[str, Callable[[dict[str, Any], bool], Any]]] = {
     "function_call": _function_call_from,
     "function_call_result": _function_result_from,
     "reasoning": _reasoning_from,
-    "computer_call": _computer_call_from,
+    "computer_call": _status_call_from,
     "computer_call_result": _computer_result_from,
     "shell_call": _shell_call_from,
     "shell_call_output": _shell_output_from,
-    "apply_patch_call": _patch_item_from,
-    "apply_patch_call_output": _patch_item_from,
+    "apply_patch_call": _status_call_from,
+    "apply_patch_call_output": _status_call_from,
     "hosted_tool_call": _hosted_from,
     "compaction": _compaction_from,
     "tool_search_call": _tool_search_from,
@@ -1247,7 +1201,10 @@ def call_id_of(item: Any) -> Any:
     return item.get("call_id", item.get("callId"))
 
 
-def clip(text: Any, limit: int) -> str:
+CLIP_CHARS: Final = 120
+
+
+def clip(text: Any, limit: int = CLIP_CHARS) -> str:
     """``text`` on one line (runs of whitespace as one space), cut to ``limit`` characters
     with an ellipsis."""
     line = " ".join(str(text).split())

@@ -798,6 +798,18 @@ def test_reads_follow_changes_made_by_another_connection(db: Path) -> None:
         conn.commit()
         conn.close()
         await check([msg("zero"), first[1], output])
+        # a row added with an older time than the last one (another writer's clock) is
+        # read in its place, and so are rows added after it
+        insert_rows(db, [(USER, "s", 1_000_000, json.dumps(msg("early")))])
+        await check([msg("zero"), msg("early"), first[1], output])
+        insert_rows(db, [(USER, "s", 2_000_000_000_001, json.dumps(msg("late")))])
+        await check([msg("zero"), msg("early"), first[1], output, msg("late")])
+        conn = sqlite3.connect(db)
+        conn.execute("DELETE FROM session_items WHERE item_json LIKE '%early%' "
+                     "OR item_json LIKE '%late%'")
+        conn.commit()
+        conn.close()
+        await check([msg("zero"), first[1], output])
         assert await session.pop_item() == output
         await check([msg("zero"), first[1]])
         await session.clear_session()
