@@ -53,7 +53,7 @@ from typing import Any
 
 import orjson
 
-from sessiontape.storage.log_entries import iso_ms
+from sessiontape.storage.log_entries import iso_ms, step_of
 from sessiontape.storage.log_reader import LogEntry, SessionLogTailer
 from sessiontape.storage.names import sanitize_log_name
 
@@ -222,10 +222,8 @@ class EntryFormatter:
             model = data.get("model")
             model = f"({model}) " if model else ""
             return f"{stamp} {self._bold}agent>{reset} {printable(model + str(text))}"
-        if kind != "step" or not self.steps:
-            return None
-        step = data.get("stepResult")
-        if not isinstance(step, dict):
+        step = step_of(kind, data) if self.steps else None
+        if step is None:
             return None
         what = describe_step(step)
         return None if what is None else f"{stamp} {dim}  · {printable(what)}{reset}"

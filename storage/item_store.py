@@ -336,13 +336,10 @@ class ItemStoreSession(SessionABC):
             return []
         pair = (self.user_id, self.session_name)
         if limit is not None:
-            rows = await self.store.execute(
-                f"SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_DESC} LIMIT ?",
-                (*pair, limit))
-            return self._decode(reversed(rows))
+            return await self._read(pair, limit)
         snapshot = self.store.snapshots.get(pair)
         if snapshot is None:
-            return await self._read_all(pair)
+            return await self._read(pair)
         # The snapshot's last row and every row after it, with the count of rows up to it.
         rows = await self.store.execute(
             "SELECT id, item_json, (SELECT COUNT(*) FROM session_items "
@@ -350,7 +347,7 @@ class ItemStoreSession(SessionABC):
             f"WHERE user_id = ?1 AND session_name = ?2 AND id >= ?3 {ORDER_ASC}",
             (*pair, snapshot.last_id))
         if not rows or rows[0][0] != snapshot.last_id or rows[0][2] != snapshot.count:
-            return await self._read_all(pair)
+            return await self._read(pair)
         if len(rows) > 1:
             added = self._decode(row[:2] for row in rows[1:])
             snapshot.joined = _appended(snapshot.joined, _joined(added))
@@ -358,8 +355,17 @@ class ItemStoreSession(SessionABC):
             snapshot.count += len(rows) - 1
         return _parse(snapshot.joined)
 
-    async def _read_all(self, pair: tuple[str, str]) -> list[TResponseInputItem]:
-        """Every item of the pair, remembered as the pair's :class:`Snapshot`."""
+    async def _read(self, pair: tuple[str, str], limit: int | None = None
+                    ) -> list[TResponseInputItem]:
+        """The pair's items (the latest ``limit`` of them) in one statement; all of them are
+        remembered as the pair's :class:`Snapshot`."""
+        if limit is None:
+            rows_sql = f"SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}"
+            params: tuple[Any, ...] = pair
+        else:
+            rows_sql = ("SELECT id, item_json FROM (SELECT id, item_json, created_at "
+                        f"FROM session_items {WHERE_PAIR} {ORDER_DESC} LIMIT ?) {ORDER_ASC}")
+            params = (*pair, limit)
         # SQLite joins the rows into one JSON array (the ordered subquery is not
         # flattened into the aggregate, so the order holds), which spares Python a tuple
         # per row; a row that is not JSON falls back to rows. So does an array whose
@@ -368,8 +374,7 @@ class ItemStoreSession(SessionABC):
         rows = await self.store.execute(
             "SELECT max(id), '[' || group_concat(item_json, ',') || ']', COUNT(*), "
             f"(SELECT id FROM session_items {WHERE_PAIR} {ORDER_DESC} LIMIT 1) "
-            f"FROM (SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC})",
-            (*pair, *pair))
+            f"FROM ({rows_sql})", (*pair, *params))
         max_id, joined, count, last_id = rows[0]
         if not count:
             self.store.snapshots.pop(pair, None)
@@ -385,12 +390,11 @@ class ItemStoreSession(SessionABC):
             except Exception:  # a malformed item of a known type
                 items = [None]
         if None in items:
-            items = self._decode(await self.store.execute(
-                f"SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}", pair))
+            items = self._decode(await self.store.execute(rows_sql, params))
         # Rows after the last one in order (an older created_at) would count as new.
-        if max_id == last_id:
+        if limit is None and max_id == last_id:
             self.store.snapshots[pair] = Snapshot(last_id, count, _joined(items))
-        else:
+        elif limit is None:
             self.store.snapshots.pop(pair, None)
         return items
 

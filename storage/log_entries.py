@@ -2,6 +2,12 @@
 
 A turn is one ``user_message``, zero or more ``step`` entries and one
 ``final_result``. Tool arguments and results are JSON *strings* in a step.
+
+A step must be of one of skilled_crew's six types (:data:`STEP_TYPES`): its ``run`` and
+``chat`` replay the log before a prompt and stop at any other step type. What the log
+adds beyond them goes on a line of its own ``kind``, which every skilled_crew reader
+skips: a ``compaction`` line (:func:`compaction`), read back by :func:`step_of` as a
+step of its turn.
 """
 
 from __future__ import annotations
@@ -10,17 +16,25 @@ from datetime import datetime, timezone
 from typing import Any
 
 __all__ = [
+    "STEP_TYPES",
     "agent_end",
     "agent_start",
     "agent_tool_end",
     "agent_tool_start",
+    "compaction",
     "final_result",
     "handoff",
     "iso_ms",
     "step",
+    "step_of",
     "text",
     "user_message",
 ]
+
+
+# What skilled_crew 1.0.11's replay (CliChatHelper.displayTurn) takes in a step.
+STEP_TYPES = frozenset(("agent_start", "agent_end", "agent_tool_start", "agent_tool_end",
+                        "handoff", "text"))
 
 
 def iso_ms(moment: datetime | None = None) -> str:
@@ -38,6 +52,26 @@ def user_message(user_input: str | list[Any], timestamp: str | None = None) -> d
 def step(step_result: dict[str, Any], timestamp: str | None = None) -> dict[str, Any]:
     """``{"kind":"step","stepResult":{...},"timestamp":...}``."""
     return {"kind": "step", "stepResult": step_result, "timestamp": timestamp or iso_ms()}
+
+
+def compaction(fields: dict[str, Any], timestamp: str | None = None) -> dict[str, Any]:
+    """``{"kind":"compaction",...fields,"timestamp":...}``: the store's history was compacted
+    during the turn (``compactionId``, ``reason``, ``summarizer``, ``itemsBefore``,
+    ``itemsAfter``, ``archived``)."""
+    return {"kind": "compaction", **fields, "timestamp": timestamp or iso_ms()}
+
+
+def step_of(kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """The step a log line stands for: a ``step``'s ``stepResult``, a ``compaction`` line
+    as a step of type ``compaction`` (so did sessiontape 0.2.0 write it); None for others."""
+    if kind == "step":
+        result = data.get("stepResult")
+        return result if isinstance(result, dict) else None
+    if kind == "compaction":
+        return {"type": "compaction",
+                **{key: value for key, value in data.items()
+                   if key not in ("kind", "timestamp")}}
+    return None
 
 
 def final_result(text: str, *, model: str | None = None, job_ids: list[str] | None = None,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .json_style import loads
+from .log_entries import step_of
 
 __all__ = [
     "INCOMPLETE_TURN",
@@ -138,11 +139,12 @@ def group_turns(entries: Iterable[LogEntry]) -> list[Turn]:
             if current is not None:
                 turns.append(_close(current))
             current = Turn(entry.data.get("userInput"), started=entry.timestamp)
-        elif entry.kind in ("step", "final_result"):
+        elif entry.kind in ("step", "final_result", "compaction"):
             if current is None:  # a log that starts mid-turn
                 current = Turn(None, started=entry.timestamp)
-            if entry.kind == "step" and isinstance(entry.data.get("stepResult"), dict):
-                current.steps.append(entry.data["stepResult"])
+            step = step_of(entry.kind, entry.data)
+            if step is not None:
+                current.steps.append(step)
             elif entry.kind == "final_result":
                 final = entry.data.get("finalResult")
                 current.final = final if isinstance(final, dict) else {"text": str(final or "")}

@@ -5,7 +5,9 @@ included, under their own agent names), ``final_result``. A failed run is
 closed with a ``final_result`` whose text says what failed and which carries
 an extra ``error`` object (``code``, ``message``, ``type``); skilled_crew's
 reader ignores keys it does not know. A compaction during a run is marked by
-a step of type ``compaction`` (the log itself is never rewritten).
+a line of kind ``compaction`` (the log itself is never rewritten): skilled_crew's
+readers skip kinds they do not know, but its ``run`` and ``chat`` stop at a step
+of a type they do not know (see storage/log_entries.py).
 """
 
 from __future__ import annotations
@@ -107,11 +109,11 @@ class SkilletLogSink:
         self._step(event, entry.agent_tool_end(event.agent_name, event.tool_name, event.output))
 
     def _compacted(self, event: Compacted) -> None:
-        """A ``compaction`` step in the turn (skilled_crew's readers skip unknown step types)."""
-        self._step(event, {"type": "compaction", "compactionId": event.compaction_id,
-                           "reason": event.reason, "summarizer": event.summarizer,
-                           "itemsBefore": event.items_before, "itemsAfter": event.items_after,
-                           "archived": event.archived})
+        """A ``compaction`` line in the turn (a line of its own kind, which skilled_crew skips)."""
+        self._lines.append(entry.compaction(
+            {"compactionId": event.compaction_id, "reason": event.reason,
+             "summarizer": event.summarizer, "itemsBefore": event.items_before,
+             "itemsAfter": event.items_after, "archived": event.archived}, _stamp(event.at)))
 
     def _run_finished(self, event: RunFinished) -> None:
         if event.scope in self._roots:

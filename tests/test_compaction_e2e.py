@@ -12,6 +12,7 @@ only), a model with no response id, and a summarizer that fails.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from sessiontape.storage.compaction import (
     estimate_tokens,
     is_candidate,
 )
+from sessiontape.storage.log_entries import STEP_TYPES
 from sessiontape.storage.summarizers import DeterministicSummarizer, is_summary, summary_text
 
 USER = "ann@example.com"
@@ -253,6 +255,13 @@ def test_a_long_conversation_stays_bounded_and_loses_nothing(mode: str) -> None:
                     mark["archived"]) == (row["reason"], row["summarizer"], row["items_before"],
                                           row["items_after"], row["archived"])
     assert sum(len(steps_of(t, "compaction")) for t in turns) == len(rows)
+    # skilled_crew's run and chat replay this log before a prompt and stop at a step of a
+    # type they do not know: the marks are lines of their own kind, which it skips.
+    lines = [json.loads(text) for text in rec.log_path.read_text("utf-8").splitlines()]
+    assert {line["stepResult"]["type"] for line in lines if line["kind"] == "step"} \
+        <= STEP_TYPES
+    assert [line["compactionId"] for line in lines if line["kind"] == "compaction"] == \
+        [cid for ids in conv.compacted_in for cid in ids]
 
     # AgentUse: one exchange per turn, a compaction part where one happened.
     session = read_session(rec)

@@ -39,6 +39,7 @@ from harness import REPO, WAIT, run, snapshot
 from scripted import call, final, model, reasoning, run_agent, tools_step
 
 from sessiontape import Recorder
+from sessiontape.storage.log_entries import STEP_TYPES
 
 # Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("js_conformance")
@@ -678,7 +679,7 @@ def test_a_rich_recorded_session_is_accepted_by_the_js_sdk() -> None:
         """Always fails."""
         raise ValueError("broken on purpose")
 
-    async def record() -> Path:
+    async def record() -> tuple[Path, Path]:
         rec = Recorder(session_name="rich")
         for turn, streamed in enumerate((False, True)):
             helper = Agent(name="Helper", tools=[add], model=model(
@@ -698,9 +699,9 @@ def test_a_rich_recorded_session_is_accepted_by_the_js_sdk() -> None:
         await rec.flush()
         await rec.store.close()
         assert rec.errors == 0
-        return rec.store.path
+        return rec.store.path, rec.log_path
 
-    store = asyncio.run(record())
+    store, log = asyncio.run(record())
     (items,) = read_sessions(store).values()
     kinds = [item.get("type") for item in items]
     assert {"function_call", "function_call_result", "reasoning", "message"} <= set(kinds)
@@ -722,3 +723,9 @@ def test_a_rich_recorded_session_is_accepted_by_the_js_sdk() -> None:
     assert len(failed) == 2  # the SDK's default error text, as the model saw it
     assert all(item["output"]["text"].startswith("An error occurred while running the tool")
                for item in failed)
+    # skilled_crew's run and chat replay the log first and stop at a step type they do not
+    # know (CliChatHelper.displayTurn): every step is of one of its six types.
+    lines = [json.loads(text) for text in log.read_text("utf-8").splitlines()]
+    assert [line["kind"] for line in lines].count("user_message") == 2
+    assert {line["stepResult"]["type"] for line in lines if line["kind"] == "step"} \
+        == STEP_TYPES

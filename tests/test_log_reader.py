@@ -353,3 +353,22 @@ def test_follow_stops_before_polling_when_told(tmp_path: Path) -> None:
     assert list(tailer.follow(interval=0.001, stop=lambda: True)) == []
     assert texts(tailer.poll()) == ["a"]
     tailer.close()
+
+
+def test_compaction_lines_read_as_steps_of_their_turn(tmp_path: Path) -> None:
+    """A compaction is a line of its own kind (skilled_crew's replay stops at a step type it
+    does not know); sessiontape 0.2.0's compaction steps still read the same."""
+    fields = {"compactionId": "c1", "reason": "threshold", "summarizer": "local",
+              "itemsBefore": 52, "itemsAfter": 9, "archived": 43}
+    path = tmp_path / "s.jsonl"
+    append(path, line(le.user_message("one", TS)) + line(le.compaction(fields, TS))
+           + line(le.final_result("a", model=MODEL, timestamp=TS))
+           + line(le.user_message("two", TS)) + line(le.step({"type": "compaction", **fields}, TS))
+           + line(le.final_result("b", model=MODEL, timestamp=TS)))
+    written = [orjson.loads(text) for text in path.read_bytes().splitlines()]
+    assert written[1] == {"kind": "compaction", **fields, "timestamp": TS}
+    reader = SessionLogReader(path)
+    turns = reader.turns()
+    assert reader.problems == []
+    assert [turn.steps for turn in turns] == [[{"type": "compaction", **fields}]] * 2
+    assert [turn.text for turn in turns] == ["a", "b"]

@@ -45,16 +45,16 @@ def owner(entry: LogEntry) -> str:
     """Which process wrote a log line: its tag, from a prompt, the helper's name or a text.
 
     The main agent has the same name in both processes (``Agent {session}``):
-    its lines give the session name; a compaction step gives "".
+    its lines give the session name; a compaction line gives "".
     """
     data = entry.data
     if entry.kind == "user_message":
         return str(data["userInput"]).split()[0]
     if entry.kind == "final_result":
         return str(data["finalResult"]["text"]).split()[0]
-    step = data["stepResult"]
-    if step["type"] == "compaction":  # the store's history was compacted by either process
+    if entry.kind == "compaction":  # the store's history was compacted by either process
         return ""
+    step = data["stepResult"]
     return step["agentName"].split()[-1] if "agentName" in step else step["text"].split()[0]
 
 
