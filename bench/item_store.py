@@ -67,6 +67,13 @@ async def measure(session: Any, turns: int) -> dict[str, float]:
     return {"add": add, "first": first, "full": full, "limit40": limited}
 
 
+async def round_trip(store: ItemStore) -> float:
+    """Median seconds of one statement that does nothing (``SELECT 1``) through the store's
+    worker thread: the floor of every call, set by how fast this machine wakes threads."""
+    seconds, _ = await timed(lambda: store.execute("SELECT 1"), LIMIT_READS)
+    return seconds
+
+
 async def run(turns: int, rounds: int, directory: Path) -> dict[str, dict[str, float]]:
     """Both stores, alternating, ``rounds`` times on fresh files; medians per figure."""
     runs: dict[str, list[dict[str, float]]] = {"sdk": [], "sessiontape": []}
@@ -75,8 +82,9 @@ async def run(turns: int, rounds: int, directory: Path) -> dict[str, dict[str, f
         store = ItemStore(directory / f"ours-{round_no}.sqlite")
         try:
             runs["sdk"].append(await measure(sdk, turns))
-            runs["sessiontape"].append(
-                await measure(store.session("john@example.com", "bench"), turns))
+            figures = await measure(store.session("john@example.com", "bench"), turns)
+            figures["round_trip"] = await round_trip(store)
+            runs["sessiontape"].append(figures)
         finally:
             sdk.close()
             await store.close()
@@ -97,6 +105,7 @@ def report(figures: dict[str, dict[str, float]], turns: int) -> list[tuple[str, 
          f"{ours['full'] * 1e3:.1f} ms", f"{sdk['full'] / ours['full']:.1f}x"),
         ("get_items(limit=40)", f"{sdk['limit40'] * 1e6:.0f} us",
          f"{ours['limit40'] * 1e6:.0f} us", f"{sdk['limit40'] / ours['limit40']:.1f}x"),
+        ("(one round trip: SELECT 1)", "", f"{ours['round_trip'] * 1e6:.0f} us", ""),
     ]
 
 
