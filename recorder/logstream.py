@@ -14,7 +14,8 @@ The library behind ``sessiontape log stream``:
   since a moment; :func:`parse_since` reads ``10m``/``2h``/``1d`` or ISO times.
 * :class:`EntryFormatter` turns entries into skillet's lines
   (``── user/session ──``, ``[ts] user> ...``, ``[ts] agent> (model) ...``),
-  optionally with steps, or into one JSON object per line.
+  optionally with steps (a failed tool call as ``tool ✗ exception``), or into one
+  JSON object per line.
 
 How changes are found, and what that costs
 -------------------------------------------
@@ -53,7 +54,7 @@ from typing import Any
 
 import orjson
 
-from sessiontape.storage.log_entries import iso_ms, step_of
+from sessiontape.storage.log_entries import iso_ms, step_failed, step_of
 from sessiontape.storage.log_reader import LogEntry, SessionLogTailer
 from sessiontape.storage.names import sanitize_log_name
 
@@ -180,9 +181,9 @@ class EntryFormatter:
 
     Text: a ``── user/session ──`` header whenever the source changes, then
     ``[ts] user> ...`` and ``[ts] agent> (model) ...``; with ``steps`` also
-    agent starts, tool calls, tool results (abbreviated), handoffs and
-    compactions. JSON: every entry, as one object with ``user``, ``session``
-    and ``file`` added.
+    agent starts, tool calls, tool results (abbreviated; a failed call as
+    ``tool ✗ exception``, in red), handoffs and compactions. JSON: every entry,
+    as one object with ``user``, ``session`` and ``file`` added.
     """
 
     def __init__(self, *, steps: bool = False, json: bool = False, color: bool = False) -> None:
@@ -192,6 +193,7 @@ class EntryFormatter:
         on = color
         self._head = "\x1b[1;36m" if on else ""
         self._dim = "\x1b[2m" if on else ""
+        self._red = "\x1b[31m" if on else ""
         self._bold = "\x1b[1m" if on else ""
         self._reset = "\x1b[0m" if on else ""
 
@@ -226,7 +228,9 @@ class EntryFormatter:
         if step is None:
             return None
         what = describe_step(step)
-        return None if what is None else f"{stamp} {dim}  · {printable(what)}{reset}"
+        if what is None:
+            return None
+        return f"{stamp} {self._red if step_failed(step) else dim}  · {printable(what)}{reset}"
 
 
 # -- one file ---------------------------------------------------------------------------

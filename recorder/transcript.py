@@ -1,4 +1,5 @@
-"""A replay log as lines for a terminal: ``user>``/``agent>`` lines, tool calls dimmed."""
+"""A replay log as lines for a terminal: ``user>``/``agent>`` lines, tool calls dimmed
+(a failed one in red, with ``✗`` and its exception)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sessiontape.storage.items import clip, content_text
+from sessiontape.storage.log_entries import step_failed
 from sessiontape.storage.log_reader import Turn
 
 from .console import printable
 
 __all__ = ["describe_step", "input_text", "render_turns"]
 
-DIM, RESET = "\x1b[2m", "\x1b[0m"
+DIM, RED, RESET = "\x1b[2m", "\x1b[31m", "\x1b[0m"
 
 
 def input_text(user_input: Any) -> str:
@@ -32,6 +34,9 @@ def describe_step(step: dict[str, Any]) -> str | None:
         arguments = clip(step.get('toolArgumentsStr', ''), 80)
         return f"{agent} calls {step.get('toolName')}({arguments})"
     if kind == "agent_tool_end":
+        if step_failed(step):  # the exception; a step without one says it in its result
+            error = step.get("error") or step.get("result", "")
+            return f"{step.get('toolName')} ✗ {clip(str(error))}"
         return f"{step.get('toolName')} → {clip(step.get('result', ''))}"
     if kind == "handoff":
         return f"handoff {agent} → {step.get('toAgentName')}"
@@ -45,14 +50,15 @@ def describe_step(step: dict[str, Any]) -> str | None:
 def render_turns(turns: Iterable[Turn], *, color: bool = False,
                  steps: bool = True) -> Iterator[str]:
     """Yield the lines of a transcript for a terminal (control characters escaped);
-    ``steps`` adds agents, tool calls, handoffs and compactions (dimmed)."""
-    dim, reset = (DIM, RESET) if color else ("", "")
+    ``steps`` adds agents, tool calls, handoffs and compactions (dimmed; a failed tool
+    call in red)."""
+    dim, red, reset = (DIM, RED, RESET) if color else ("", "", "")
     for turn in turns:
         yield f"user> {printable(input_text(turn.user_input))}"
         for step in turn.steps if steps else ():
             what = describe_step(step)
             if what is not None:
-                yield f"{dim}  · {printable(what)}{reset}"
+                yield f"{red if step_failed(step) else dim}  · {printable(what)}{reset}"
         model = f"({turn.model}) " if turn.model else ""
         suffix = "" if turn.complete else f" {dim}[incomplete]{reset}"
         yield f"agent> {printable(model + turn.text)}{suffix}"

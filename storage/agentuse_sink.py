@@ -30,10 +30,13 @@ from .events import (
     ToolStarted,
 )
 
-__all__ = ["TEXT_REWRITE_INTERVAL", "AgentUseSink"]
+__all__ = ["REASONING_SLOTS", "TEXT_REWRITE_INTERVAL", "AgentUseSink"]
 
 # A streamed text part is rewritten at most this often (seconds); its final text is exact.
 TEXT_REWRITE_INTERVAL = 0.25
+# Part ids set aside, before a streamed call's first text part, for that call's reasoning
+# parts (which arrive with the call's end); more reasoning items than this share the last.
+REASONING_SLOTS = 8
 
 
 def tool_input(arguments: str) -> Any:
@@ -98,10 +101,14 @@ class _Scope:
     started: int = 0
     parent_tool: _Tool | None = None  # a subagent run: the parent's tool call that ran it
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # a subagent's {tool, args}
-    tools: dict[str, _Tool] = field(default_factory=dict)
+    tools: dict[str, _Tool] = field(default_factory=dict)  # open tool calls
     texts: dict[str, AgentUsePart] = field(default_factory=dict)  # streamed text by item
-    streaming: AgentUsePart | None = None
     last_rewrite: float = 0.0
+    # The model call going on: when it started, when its first streamed text part began
+    # (None: no text streamed yet) and the part ids set aside then for its reasoning.
+    call_start: int = 0
+    text_start: int | None = None
+    reasoning_ids: list[str] = field(default_factory=list)
 
     def subagent_summary(self, at: int) -> dict[str, Any]:
         """What AgentUse's subagent tool returns as ``metadata``: ``{agent, [toolCalls],
@@ -137,6 +144,9 @@ class AgentUseSink:
         self.cwd = cwd
         self._scopes: dict[str, _Scope] = {}
         self._writes = DocumentWrites(deferred=True)
+        # Tool calls ended in this batch (scope, call id): a failure reported after the
+        # end still marks the part until the batch is written (see _tool_failed).
+        self._closed: dict[tuple[str, str], _Tool] = {}
         self._handlers = {
             RunStarted: self._run_started, SubagentStarted: self._subagent_started,
             ModelCallStarted: self._model_call_started, TextDelta: self._text_delta,
@@ -148,10 +158,14 @@ class AgentUseSink:
 
     def handle(self, event: Event) -> None:
         handler = self._handlers.get(type(event))
-        if handler is not None:
-            handler(event)  # type: ignore[operator]
+        if handler is None:
+            return
+        if not isinstance(event, RunStarted) and event.scope not in self._scopes:
+            return  # a run whose session could not be started (that error was reported)
+        handler(event)  # type: ignore[operator]
 
     def flush(self) -> None:
+        self._closed.clear()
         self._writes.flush()
 
     def _session_kwargs(self, agent: AgentInfo) -> dict[str, Any]:
@@ -194,13 +208,18 @@ class AgentUseSink:
     def _model_call_started(self, event: ModelCallStarted) -> None:
         scope = self._scopes[event.scope]
         scope.message.add_part("step-start")
-        scope.streaming = None
+        scope.call_start, scope.text_start, scope.reasoning_ids = event.at, None, []
 
     def _text_delta(self, event: TextDelta) -> None:
         scope = self._scopes[event.scope]
         key = event.item_id or ""
         part = scope.texts.get(key)
         if part is None:
+            if scope.text_start is None:
+                # The call's first text, written now; its reasoning comes with the call's
+                # end and must sort before it: set ids aside for it first.
+                scope.text_start = event.at
+                scope.reasoning_ids = scope.message.reserve_ids(REASONING_SLOTS)
             part = scope.message.add_part("text", text=event.text, time={"start": event.at})
             scope.texts[key] = part
             scope.last_rewrite = time.monotonic()
@@ -215,9 +234,7 @@ class AgentUseSink:
 
     def _model_call_finished(self, event: ModelCallFinished) -> None:
         scope = self._scopes[event.scope]
-        for text in event.reasoning:
-            scope.message.add_part("reasoning", text=text,
-                                   time={"start": event.at, "end": event.at})
+        self._add_reasoning(scope, event)
         for item_id, text in event.texts:
             part = scope.texts.get(item_id)
             if part is None:
@@ -227,6 +244,30 @@ class AgentUseSink:
         usage = event.usage
         scope.message.add_part("step-finish", cost=usage.cost, tokens=usage.tokens.to_json())
         scope.message.add_usage(usage.tokens, usage.cost)
+
+    @staticmethod
+    def _add_reasoning(scope: _Scope, event: ModelCallFinished) -> None:
+        """The call's reasoning parts, before its text parts in id order.
+
+        Not streamed (or no text streamed yet): new parts, made now, before the texts.
+        Streamed text already written: the parts take the ids set aside before it (the
+        last one holds every reasoning item beyond them), and their time is what it
+        must have been: from the call's start to its first text.
+        """
+        ids, scope.reasoning_ids = scope.reasoning_ids, []
+        texts = list(event.reasoning)
+        text_start, scope.text_start = scope.text_start, None
+        if not ids or text_start is None:
+            for text in texts:
+                scope.message.add_part("reasoning", text=text,
+                                       time={"start": event.at, "end": event.at})
+            return
+        if len(texts) > len(ids):
+            texts[len(ids) - 1:] = ["\n\n".join(texts[len(ids) - 1:])]
+        start = min(scope.call_start or text_start, text_start)
+        for part_id, text in zip(ids, texts, strict=False):  # texts: as many as ids, or fewer
+            scope.message.add_part("reasoning", part_id=part_id, text=text,
+                                   time={"start": start, "end": text_start})
 
     def _tool_started(self, event: ToolStarted) -> None:
         scope = self._scopes[event.scope]
@@ -239,14 +280,25 @@ class AgentUseSink:
             scope.tool_calls.append({"tool": event.tool_name, "args": args})
 
     def _tool_failed(self, event: ToolFailed) -> None:
-        tool = self._scopes[event.scope].tools.get(event.call_id)
+        """The call raised. The recorder says so before the call's end: the error is kept
+        until then. Said after the end, in the same batch, the part closed as
+        ``completed`` becomes ``error``, with the same end; a later one changes nothing
+        (as in the replay log, whose line is written by then: both layouts agree)."""
+        scope = self._scopes.get(event.scope)
+        tool = scope.tools.get(event.call_id) if scope is not None else None
         if tool is not None:
             tool.error = event.error
+            return
+        tool = self._closed.get((event.scope, event.call_id))
+        if tool is not None and tool.ended is not None and tool.error is None:
+            tool.error = event.error
+            tool.close("error", tool.ended[1], error=event.error)
 
     def _tool_finished(self, event: ToolFinished) -> None:
         tool = self._scopes[event.scope].tools.pop(event.call_id, None)
         if tool is None:
             return
+        self._closed[(event.scope, event.call_id)] = tool
         if tool.error is not None:
             tool.close("error", event.at, error=tool.error)
         else:

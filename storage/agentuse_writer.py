@@ -83,10 +83,15 @@ class DocumentWrites:
 
 
 class AgentUsePart:
-    """One ``part/{partID}.json``; :meth:`update` rewrites it."""
+    """One ``part/{partID}.json``; :meth:`update` rewrites it.
 
-    def __init__(self, message: AgentUseMessage, fields: dict[str, Any]) -> None:
-        self.id = new_ulid()
+    ``part_id`` is an id set aside earlier (:meth:`AgentUseMessage.reserve_ids`);
+    default: a new one, after every id made before.
+    """
+
+    def __init__(self, message: AgentUseMessage, fields: dict[str, Any],
+                 part_id: str | None = None) -> None:
+        self.id = part_id or new_ulid()
         self.message = message
         self.fields = fields
         self.path = message.directory / "part" / f"{self.id}.json"
@@ -126,12 +131,23 @@ class AgentUseMessage:
         """The exchange's token totals so far."""
         return Tokens.from_json(self.info["assistant"]["tokens"])
 
-    def add_part(self, part_type: str, **fields: Any) -> AgentUsePart:
-        """Write a new part of ``part_type``; None-valued fields are omitted."""
+    def add_part(self, part_type: str, *, part_id: str | None = None,
+                 **fields: Any) -> AgentUsePart:
+        """Write a new part of ``part_type``; None-valued fields are omitted.
+
+        Its id is ``part_id`` when given (one of :meth:`reserve_ids`), else a new one,
+        which sorts after every part made before (so part ids tell the true order)."""
         if not self._part_dir_made:
             make_private_dir(self.directory / "part")
             self._part_dir_made = True
-        return AgentUsePart(self, {"type": part_type, **drop_none(**fields)})
+        return AgentUsePart(self, {"type": part_type, **drop_none(**fields)}, part_id)
+
+    @staticmethod
+    def reserve_ids(count: int) -> list[str]:
+        """``count`` part ids, in order, set aside now for parts written later that must
+        sort before the parts added from now on (a streamed call's reasoning, which
+        arrives after the text it led to). An id not used is simply never written."""
+        return [new_ulid() for _ in range(count)]
 
     def add_usage(self, tokens: Tokens, cost: float) -> None:
         """Add one model call's usage to the exchange's totals and rewrite the file."""

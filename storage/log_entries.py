@@ -7,7 +7,9 @@ A step must be of one of skilled_crew's six types (:data:`STEP_TYPES`): its ``ru
 ``chat`` replay the log before a prompt and stop at any other step type. What the log
 adds beyond them goes on a line of its own ``kind``, which every skilled_crew reader
 skips: a ``compaction`` line (:func:`compaction`), read back by :func:`step_of` as a
-step of its turn.
+step of its turn. A step may carry keys beyond skilled_crew's, which its replay ignores:
+a failed tool call's ``agent_tool_end`` adds ``status: "error"`` and ``error``
+(:func:`tool_failure`, :func:`step_failed`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ __all__ = [
     "handoff",
     "iso_ms",
     "step",
+    "step_failed",
     "step_of",
     "text",
+    "tool_failure",
     "user_message",
 ]
 
@@ -100,10 +104,27 @@ def agent_tool_start(agent_name: str, tool_name: str, arguments: str) -> dict[st
             "toolArgumentsStr": arguments}
 
 
-def agent_tool_end(agent_name: str, tool_name: str, result: str) -> dict[str, Any]:
-    """A tool result, as a string."""
-    return {"type": "agent_tool_end", "agentName": agent_name, "toolName": tool_name,
+def agent_tool_end(agent_name: str, tool_name: str, result: str,
+                   error: str | None = None) -> dict[str, Any]:
+    """A tool result, as a string (what the model saw). ``error``: the tool raised, and
+    this is the exception (``ValueError: ...``); the step then says so (:func:`tool_failure`)."""
+    step = {"type": "agent_tool_end", "agentName": agent_name, "toolName": tool_name,
             "result": result}
+    if error is not None:
+        step.update(tool_failure(error))
+    return step
+
+
+def tool_failure(error: str) -> dict[str, Any]:
+    """The keys a failed call adds to its ``agent_tool_end`` step, after ``result``:
+    ``{"status": "error", "error": "ValueError: ..."}`` (as an AgentUse tool part's
+    ``state`` says it; skilled_crew's replay ignores keys it does not know)."""
+    return {"status": "error", "error": error}
+
+
+def step_failed(step: dict[str, Any]) -> bool:
+    """Whether a step is a tool call that failed (``status: "error"``)."""
+    return step.get("type") == "agent_tool_end" and step.get("status") == "error"
 
 
 def handoff(agent_name: str, to_agent_name: str) -> dict[str, Any]:

@@ -7,7 +7,9 @@ an extra ``error`` object (``code``, ``message``, ``type``); skilled_crew's
 reader ignores keys it does not know. A compaction during a run is marked by
 a line of kind ``compaction`` (the log itself is never rewritten): skilled_crew's
 readers skip kinds they do not know, but its ``run`` and ``chat`` stop at a step
-of a type they do not know (see storage/log_entries.py).
+of a type they do not know (see storage/log_entries.py). So a tool call that raised keeps
+its ``agent_tool_end`` step (``result``: the text the model saw) and adds
+``status: "error"`` and ``error`` (the exception), keys skilled_crew ignores.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .events import (
     RunFinished,
     RunStarted,
     TextDelta,
+    ToolFailed,
     ToolFinished,
     ToolStarted,
 )
@@ -51,18 +54,27 @@ class SkilletLogSink:
     Only the conversation's own runs (the scopes of ``RunStarted`` events)
     write ``user_message``, ``text`` and ``final_result``; nested subagent
     runs add their agent and tool steps to the same turn.
+
+    A tool's failure (``ToolFailed``) and its end (``ToolFinished``) are paired by
+    scope and call id. The recorder sends the failure first: it is kept until the end
+    comes. One that comes after the end still marks that step while its line is in the
+    batch not yet written; a line already written is never changed (the log is only
+    appended to).
     """
 
     def __init__(self, log: ReplayLog) -> None:
         self.log = log
         self._roots: set[str] = set()
         self._lines: list[dict[str, Any]] = []  # this batch's lines, until flush()
+        self._failures: dict[tuple[str, str], str] = {}  # failed calls whose end is to come
+        self._ends: dict[tuple[str, str], dict[str, Any]] = {}  # this batch's tool ends
         self._handlers = {
             RunStarted: self._run_started, AgentStarted: self._agent_started,
             AgentEnded: self._agent_ended, Handoff: self._handoff, TextDelta: self._text_delta,
             ModelCallFinished: self._model_call_finished, ToolStarted: self._tool_started,
-            ToolFinished: self._tool_finished, RunFinished: self._run_finished,
-            RunFailed: self._run_failed, Compacted: self._compacted,
+            ToolFailed: self._tool_failed, ToolFinished: self._tool_finished,
+            RunFinished: self._run_finished, RunFailed: self._run_failed,
+            Compacted: self._compacted,
         }
 
     def handle(self, event: Event) -> None:
@@ -73,6 +85,7 @@ class SkilletLogSink:
     def flush(self) -> None:
         """Append the lines of the batch, in one write."""
         lines, self._lines = self._lines, []
+        self._ends.clear()
         self.log.append_many(lines)
 
     def _step(self, event: Event, result: dict[str, Any]) -> None:
@@ -105,8 +118,26 @@ class SkilletLogSink:
         self._step(event, entry.agent_tool_start(event.agent_name, event.tool_name,
                                                  event.arguments))
 
+    def _tool_failed(self, event: ToolFailed) -> None:
+        key = (event.scope, event.call_id)
+        end = self._ends.get(key)
+        if end is not None:  # its end came first and is not written yet
+            end.update(entry.tool_failure(event.error))
+        else:
+            self._failures[key] = event.error
+
     def _tool_finished(self, event: ToolFinished) -> None:
-        self._step(event, entry.agent_tool_end(event.agent_name, event.tool_name, event.output))
+        key = (event.scope, event.call_id)
+        end = entry.agent_tool_end(event.agent_name, event.tool_name, event.output,
+                                   error=self._failures.pop(key, None))
+        self._step(event, end)
+        self._ends[key] = end
+
+    def _forget_failures(self, scope: str) -> None:
+        """A run ended: failures of its calls that never got an end (the run failed
+        with the call open, or the end was written already) are dropped."""
+        for key in [key for key in self._failures if key[0] == scope]:
+            del self._failures[key]
 
     def _compacted(self, event: Compacted) -> None:
         """A ``compaction`` line in the turn (a line of its own kind, which skilled_crew skips)."""
@@ -116,12 +147,14 @@ class SkilletLogSink:
              "itemsAfter": event.items_after, "archived": event.archived}, _stamp(event.at)))
 
     def _run_finished(self, event: RunFinished) -> None:
+        self._forget_failures(event.scope)
         if event.scope in self._roots:
             self._roots.discard(event.scope)
             self._lines.append(entry.final_result(
                 event.final_text, model=skillet_model(event.model), timestamp=_stamp(event.at)))
 
     def _run_failed(self, event: RunFailed) -> None:
+        self._forget_failures(event.scope)
         if event.scope not in self._roots:
             return
         self._roots.discard(event.scope)

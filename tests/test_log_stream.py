@@ -120,6 +120,32 @@ def test_steps_adds_agent_starts_tools_handoffs_and_compactions(root: Path) -> N
     assert body[6] == "agent> (openai/gpt-4.1-nano) sunny"
 
 
+def test_steps_show_a_failed_tool_call_with_its_exception(root: Path) -> None:
+    stamp = iso_ms()
+    seen = "An error occurred while running the tool. Please try again."
+    write(root / "u" / "s.jsonl", "".join([
+        line(e.user_message("weather?", stamp)),
+        line(e.step(e.agent_tool_start("Planner", "get_weather", '{"city":"Atlantis"}'), stamp)),
+        line(e.step(e.agent_tool_end("Planner", "get_weather", seen,
+                                     error="LookupError: no such city " + "x" * 200), stamp)),
+        # a failed step with no exception of its own (as `sessions show` makes them from
+        # an AgentUse tool part): its result says what failed
+        line(e.step({**e.agent_tool_end("Planner", "get_weather", "TimeoutError: slow"),
+                     "status": "error"}, stamp)),
+        line(e.step(e.agent_tool_end("Planner", "get_weather", "sunny"), stamp)),
+        line(e.final_result("no idea", model="m", timestamp=stamp)),
+    ]))
+    done = run("--no-follow", "--steps")
+    assert done.returncode == 0, done.stderr
+    body = [text.split("] ", 1)[1] for text in done.stdout.splitlines()[1:]]
+    assert body[1] == '  · Planner calls get_weather({"city":"Atlantis"})'
+    assert body[2].startswith("  · get_weather ✗ LookupError: no such city xxx")
+    assert body[2].endswith("…") and len(body[2]) < 140  # abbreviated like a result
+    assert body[3] == "  · get_weather ✗ TimeoutError: slow"
+    assert body[4] == "  · get_weather → sunny"
+    assert body[5] == "agent> (m) no idea"
+
+
 def test_json_prints_every_entry_with_user_session_and_file(root: Path) -> None:
     path = write(root / "john_example_com" / "s1.jsonl", turn("hi", "hello"))
     done = run("--no-follow", "--json")
