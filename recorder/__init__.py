@@ -17,7 +17,7 @@ from sessiontape.storage.version import __version__ as __version__
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "pricing": ["DEFAULT_PRICES", "Price", "PriceTable"],
-    "recorder": ["Recorder", "RecorderError"],
+    "recorder": ["Recorder", "RecorderBusyError", "RecorderClosedError", "RecorderError"],
 })
 
 
@@ -27,4 +27,6 @@ if TYPE_CHECKING:
     from .pricing import Price as Price
     from .pricing import PriceTable as PriceTable
     from .recorder import Recorder as Recorder
+    from .recorder import RecorderBusyError as RecorderBusyError
+    from .recorder import RecorderClosedError as RecorderClosedError
     from .recorder import RecorderError as RecorderError

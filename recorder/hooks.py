@@ -60,6 +60,12 @@ class RecorderHooks(RunHooks[Any]):
         self.scope = scope
 
     def _emit(self, event_type: type[Event], **fields: Any) -> None:
+        if self.scope.parent is None and self.scope is self.scope.recorder.hooks.scope:
+            raise RuntimeError(
+                "sessiontape: rec.hooks were called by a run that sessiontape did not start "
+                "(the Agents SDK's default agent runner was replaced after sessiontape "
+                "installed its own, or these hooks were used outside Runner.run/"
+                "run_streamed/run_sync): this run is not recorded")
         self.scope.submit(event_type(scope=self.scope.id, at=now_ms(), **fields))
 
     @_guarded

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,9 @@ from .hooks import RecorderHooks
 from .pricing import Price, PriceTable
 from .runner import chain_hooks, install
 from .scope import RunScope
-from .writer import WRITER
+from .writer import EXIT_FLUSH_TIMEOUT, WRITER
 
-__all__ = ["Recorder", "RecorderError"]
+__all__ = ["Recorder", "RecorderBusyError", "RecorderClosedError", "RecorderError"]
 
 log = logging.getLogger("sessiontape")
 MAX_KEPT_FAILURES = 20  # recording errors kept for strict mode; the rest are only counted
@@ -42,6 +43,71 @@ MAX_KEPT_FAILURES = 20  # recording errors kept for strict mode; the rest are on
 
 class RecorderError(RuntimeError):
     """Raised after a run by ``Recorder(strict=True)`` when recording failed."""
+
+
+class RecorderClosedError(RuntimeError):
+    """A ``Recorder`` was used after :meth:`Recorder.aclose`."""
+
+
+class RecorderBusyError(RuntimeError):
+    """A streamed run was started while another run of the same ``Recorder`` was going on
+    (``run_streamed`` returns at once, so it cannot wait its turn)."""
+
+
+class _Turns:
+    """One run at a time: the others wait, first come first served.
+
+    The turn is handed straight to the next waiter, so none can jump the queue. Thread
+    safe, and a waiter's own event loop is woken (``run_sync`` runs a loop of its own).
+    """
+
+    def __init__(self) -> None:
+        self.busy = False
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._lock = threading.Lock()
+
+    def take_now(self) -> bool:
+        """Take the turn if it is free."""
+        with self._lock:
+            if self.busy:
+                return False
+            self.busy = True
+            return True
+
+    async def take(self) -> None:
+        """Wait for the turn."""
+        with self._lock:
+            if not self.busy:
+                self.busy = True
+                return
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            with self._lock:
+                given = waiter.done() and not waiter.cancelled()
+                if not given:
+                    self._waiting.remove(waiter)
+            if given:  # handed the turn just as it was cancelled: pass it on
+                self.release()
+            raise
+
+    def release(self) -> None:
+        """Hand the turn to the next waiter, or free it."""
+        with self._lock:
+            while self._waiting:
+                waiter = self._waiting.popleft()
+                if not waiter.done():
+                    waiter.get_loop().call_soon_threadsafe(self._hand, waiter)
+                    return
+            self.busy = False
+
+    def _hand(self, waiter: asyncio.Future[None]) -> None:
+        if waiter.done():  # cancelled before it could be woken
+            self.release()
+        else:
+            waiter.set_result(None)
 
 
 class _RecorderSession(CompactingSession):
@@ -63,9 +129,11 @@ class _RecorderSession(CompactingSession):
 
     def __init__(self, recorder: Recorder, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._recorder = recorder
         self._report = recorder.report
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        self._recorder.check_open()
         try:
             return await super().get_items(limit)
         except (OSError, sqlite3.Error) as exc:
@@ -75,6 +143,7 @@ class _RecorderSession(CompactingSession):
             return []
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
+        self._recorder.check_open()
         try:
             await super().add_items(items)
         except (OSError, sqlite3.Error) as exc:
@@ -116,8 +185,14 @@ class Recorder:
     the same pair continues the conversation, in this process or another.
 
     Recording never changes or fails the run: the recorder's own errors are
-    logged once (``logging.getLogger("sessiontape")``) and counted in
-    :attr:`errors`; with ``strict=True`` they are raised after the run.
+    logged (``logging.getLogger("sessiontape")``, once per kind and place) and
+    counted in :attr:`errors`; with ``strict=True`` they are raised after the run.
+
+    Runs take turns: a second run while one is going on waits for it to end (a
+    streamed one raises :class:`RecorderBusyError`). ``async with Recorder(...) as
+    rec:`` or :meth:`aclose` releases what the recorder holds (``with`` and
+    :meth:`close` without an event loop); recorders of one store file share one
+    connection to it.
     """
 
     def __init__(
@@ -140,11 +215,13 @@ class Recorder:
         self.user_id = user_id
         self.session_name = default_session_name() if session_name is None else session_name
         _check_names(user_id, self.session_name)
-        self.project_root = project_key(project_root)
+        self._project_root_given = project_root
+        self._project_root: str | None = None
         self.cwd = os.getcwd()
         self._agentuse_root = agentuse_root
         skillet = SkilletPaths.resolve()
-        self.store = store if store is not None else ItemStore(skillet.store_file)
+        self._owns_store = store is None
+        self.store = store if store is not None else ItemStore.shared(skillet.store_file)
         self._logs_root = logs_root if logs_root is not None else skillet.logs_root
         self.prices = PriceTable(prices)
         self.strict = strict
@@ -162,15 +239,102 @@ class Recorder:
         self._sinks_tried = False  # this run tried to set up the sinks it lacks
         self.errors = 0
         self._failures: list[BaseException] = []
+        self._logged: set[tuple[str, Any]] = set()  # (kind, place) of errors logged
         self._lock = threading.Lock()
         self._session_dir: Path | None = None
         self._log: ReplayLog | None = None
+        self._turns = _Turns()
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Recorder:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        """Raise :class:`RecorderClosedError` if this recorder was closed."""
+        if self._closed:
+            raise RecorderClosedError(f"Recorder({self.user_id!r}, {self.session_name!r}) "
+                                      "is closed; make a new one to continue the conversation")
+
+    async def aclose(self) -> None:
+        """Wait for a run going on to end, write everything recorded, and release what
+        this recorder holds (its log file, its share of the store's connection). Using
+        it afterwards raises :class:`RecorderClosedError`; closing again does nothing."""
+        if self._closed:
+            return
+        await self._turns.take()
+        try:
+            if not self.closed:  # (not closed by another aclose while this one waited)
+                self._closed = True
+                await self.flush()
+                if self._log is not None:
+                    self._log.close()
+                if self._owns_store:
+                    await self.store.release()
+        finally:
+            self._turns.release()
+
+    def close(self) -> None:
+        """:meth:`aclose` for code without a running event loop (after ``run_sync``)."""
+        asyncio.run(self.aclose())
+
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """This conversation's turn for one run: a run going on ends first."""
+        self.check_open()
+        await self._turns.take()
+        try:
+            self.check_open()  # closed while it waited
+            yield
+        finally:
+            self._turns.release()
+
+    def take_turn_now(self) -> None:
+        """Take the turn for a streamed run, which cannot wait: RecorderBusyError if a run
+        is going on. :meth:`end_turn` gives it back."""
+        self.check_open()
+        if not self._turns.take_now():
+            raise RecorderBusyError(
+                f"Recorder({self.user_id!r}, {self.session_name!r}) is already running a "
+                "run; a streamed run cannot wait for it: finish that run first")
+
+    def end_turn(self) -> None:
+        self._turns.release()
 
     # -- where this conversation lives -------------------------------------------------
 
     @property
+    def project_root(self) -> str:
+        """The project the AgentUse session belongs to: the git top level of
+        ``project_root`` (default: the working directory), else its absolute path.
+        Worked out on first use (it may run ``git``), on the writer thread for a run."""
+        with self._lock:
+            if self._project_root is None:
+                self._project_root = project_key(self._project_root_given)
+            return self._project_root
+
+    @property
     def session_dir(self) -> Path | None:
-        """This conversation's AgentUse session directory (None before its first run)."""
+        """This conversation's AgentUse session directory (None before its first run).
+
+        During a run it waits for the writer to have set it up (the writer thread makes
+        it with the run's first event)."""
+        if self._session_dir is None and self._active is not None:
+            WRITER.flush(EXIT_FLUSH_TIMEOUT)
         if self._session_dir is None:
             self._session_dir = find_agentuse_dir(self.store.path, self.user_id,
                                                   self.session_name)
@@ -197,13 +361,26 @@ class Recorder:
 
         ``hooks=`` of your own are kept (called before the recorder's).
         """
+        self.check_open()
         runner_kwargs.setdefault("session", self.session)
         hooks = self.hooks_with(runner_kwargs.pop("hooks", None))
         return await Runner.run(agent, input, hooks=hooks, **runner_kwargs)
 
+    def run_sync(self, agent: Agent[Any], input: Any, **runner_kwargs: Any) -> RunResult:
+        """``Runner.run_sync``, recorded (no event loop may be running in this thread)."""
+        self.check_open()
+        runner_kwargs.setdefault("session", self.session)
+        hooks = self.hooks_with(runner_kwargs.pop("hooks", None))
+        return Runner.run_sync(agent, input, hooks=hooks, **runner_kwargs)
+
     def run_streamed(self, agent: Agent[Any], input: Any,
                      **runner_kwargs: Any) -> RunResultStreaming:
-        """``Runner.run_streamed``, recorded as its events are consumed."""
+        """``Runner.run_streamed``, recorded as its events are consumed.
+
+        The run holds this conversation's turn until its stream is consumed to the end
+        (or closed); RecorderBusyError if another run is going on.
+        """
+        self.check_open()
         runner_kwargs.setdefault("session", self.session)
         hooks = self.hooks_with(runner_kwargs.pop("hooks", None))
         return Runner.run_streamed(agent, input, hooks=hooks, **runner_kwargs)
@@ -258,12 +435,9 @@ class Recorder:
         self.sinks = [s for s in (self._agentuse_sink, self._log_sink) if s is not None]
 
     def submit(self, event: Event) -> None:
-        """Queue an event for this conversation's sinks (called from hooks)."""
-        if not self._sinks_tried:
-            agent = getattr(event, "agent", None)
-            self._ensure_sinks(agent.name if agent is not None else "agent")
-        if self.sinks:
-            WRITER.submit(self, event)
+        """Queue an event for this conversation's sinks (called from hooks; the sinks are
+        set up on the writer thread, see :meth:`prepare`)."""
+        WRITER.submit(self, event)
 
     async def flush(self) -> None:
         """Wait until everything recorded so far is written."""
@@ -276,26 +450,49 @@ class Recorder:
         unchanged (a RecorderError raised here would replace it, even a
         CancelledError); the recording errors are still counted and logged.
         """
-        # Cancelled: the writer thread still writes everything; we just stop waiting.
-        with contextlib.suppress(asyncio.CancelledError):
+        # Cancelled: the writer thread still writes everything; we stop waiting, and the
+        # cancellation goes on to the caller (after a run that failed, its own error does).
+        try:
             await asyncio.shield(self.flush())
+        except asyncio.CancelledError:
+            if not run_failed:
+                raise
         if self.strict and self._failures and not run_failed:
             failures, self._failures = list(self._failures), []
             raise RecorderError(f"recording failed: {failures[0]!r}") from failures[0]
 
     def prepare(self, event: Event) -> Event:
-        """The writer's stage before the sinks: redaction, when asked for."""
+        """The writer's stage before the sinks: set up the sinks a run lacks (their
+        files, the store's link and ``git`` stay off the event loop), then redaction,
+        when asked for."""
+        if not self._sinks_tried:
+            agent = getattr(event, "agent", None)
+            self._ensure_sinks(agent.name if agent is not None else "agent")
         return self.redactor.value(event) if self.redactor is not None else event
 
     def report(self, error: BaseException, *, in_hook: bool = False) -> None:
-        """Count a recording error; log the first; re-raise in a hook in strict mode."""
+        """Count a recording error and log it, once per kind and place it was raised;
+        re-raise in a hook in strict mode."""
+        key = (type(error).__name__, _raised_at(error))
         with self._lock:
             self.errors += 1
-            first = self.errors == 1
+            new = key not in self._logged
+            self._logged.add(key)
             if len(self._failures) < MAX_KEPT_FAILURES:
                 self._failures.append(error)
-        if first:
-            log.warning("sessiontape: recording error (further ones are only counted): %r",
+        if new:
+            log.warning("sessiontape: recording error in %s/%s (an error of this kind from "
+                        "this place is logged once): %r", self.user_id, self.session_name,
                         error, exc_info=error)
         if self.strict and in_hook:
             raise error
+
+
+def _raised_at(error: BaseException) -> tuple[str, int] | None:
+    """Where ``error`` was raised: the innermost frame of its traceback."""
+    trace = error.__traceback__
+    if trace is None:
+        return None
+    while trace.tb_next is not None:
+        trace = trace.tb_next
+    return trace.tb_frame.f_code.co_filename, trace.tb_lineno

@@ -14,7 +14,9 @@ sessiontape replaces (once, on the first ``Recorder``) with
 For a recorded run it adds the scope's hooks (after the user's own), a
 ``tool_error_formatter`` that reports tool exceptions (the SDK hides them
 from hooks) and then defers to the user's formatter, and records how the
-run ended, including exceptions and cancellation.
+run ended, including exceptions and cancellation. A conversation's runs take
+turns (:meth:`~sessiontape.recorder.Recorder.turn`): one at a time per
+``Recorder``. ``run_sync`` goes through the same ``run``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_
 from .describe import output_text_delta
 from .hooks import RecorderHooks
 from .scope import RunScope
+from .sdk_compat import cancel_requested, run_sync_with, stored_exception
 
 __all__ = ["RecordingRunner", "chain_hooks", "install"]
 
@@ -62,11 +65,25 @@ def _is_recorder_hooks(hooks: object) -> TypeGuard[RecorderHooks]:
     return isinstance(hooks, RecorderHooks) and hooks.scope.recorder.hooks is hooks
 
 
+def _members(hooks: Any) -> list[Any]:
+    """``hooks`` as a flat list (chains of chains unrolled, None left out)."""
+    if isinstance(hooks, _ChainedHooks):
+        return [member for inner in hooks.hooks for member in _members(inner)]
+    return [] if hooks is None else [hooks]
+
+
 def _split_recorder_hooks(hooks: Any) -> tuple[RecorderHooks | None, list[Any]]:
-    """A recorder's ``rec.hooks`` among ``hooks`` (alone or chained), and the others."""
-    members = list(hooks.hooks) if isinstance(hooks, _ChainedHooks) else [hooks]
-    found = next((h for h in members if _is_recorder_hooks(h)), None)
-    return found, [h for h in members if h is not found and h is not None]
+    """A recorder's ``rec.hooks`` among ``hooks`` (alone or chained, at any depth: each
+    one given once however often it appears), and the others.
+
+    ValueError for the hooks of two recorders: a run belongs to one conversation.
+    """
+    members = _members(hooks)
+    found = [h for h in members if _is_recorder_hooks(h)]
+    if len({id(h) for h in found}) > 1:
+        raise ValueError("the hooks of two Recorders were given to one run; a run is "
+                         "recorded into one conversation")
+    return (found[0] if found else None), [h for h in members if not _is_recorder_hooks(h)]
 
 
 def chain_hooks(*hooks: RunHooks[Any] | None) -> RunHooks[Any]:
@@ -125,6 +142,19 @@ class RecordingRunner:
             scope.recorder.report(exc, in_hook=True)
 
     async def run(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        recorder_hooks, _ = _split_recorder_hooks(kwargs.get("hooks"))
+        if recorder_hooks is None:
+            return await self._run(starting_agent, input, kwargs)
+        async with recorder_hooks.scope.recorder.turn():
+            return await self._run(starting_agent, input, kwargs)
+
+    def run_sync(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
+        recorder_hooks, _ = _split_recorder_hooks(kwargs.get("hooks"))
+        if recorder_hooks is None:
+            return self.inner.run_sync(starting_agent, input, **kwargs)
+        return run_sync_with(self, starting_agent, input, kwargs)
+
+    async def _run(self, starting_agent: Any, input: Any, kwargs: dict[str, Any]) -> Any:
         scope = self._plan(kwargs, streamed=False)
         if scope is None:
             return await self.inner.run(starting_agent, input, **kwargs)
@@ -148,18 +178,27 @@ class RecordingRunner:
                 await scope.recorder.flush_after_run(run_failed=failed)
 
     def run_streamed(self, starting_agent: Any, input: Any, **kwargs: Any) -> Any:
-        scope = self._plan(kwargs, streamed=True)
-        if scope is None:
-            return self.inner.run_streamed(starting_agent, input, **kwargs)
-        self._start(scope, starting_agent, input, kwargs)
-        token = _ACTIVE.set(scope)  # the run's task copies this context when it is created
+        recorder_hooks, _ = _split_recorder_hooks(kwargs.get("hooks"))
+        recorder = recorder_hooks.scope.recorder if recorder_hooks is not None else None
+        if recorder is not None:
+            recorder.take_turn_now()  # run_streamed returns at once: it cannot wait
         try:
-            result = self.inner.run_streamed(starting_agent, input, **kwargs)
-        except BaseException as exc:
-            scope.fail(exc)
+            scope = self._plan(kwargs, streamed=True)
+            if scope is None:
+                return self.inner.run_streamed(starting_agent, input, **kwargs)
+            self._start(scope, starting_agent, input, kwargs)
+            token = _ACTIVE.set(scope)  # the run's task copies this context when created
+            try:
+                result = self.inner.run_streamed(starting_agent, input, **kwargs)
+            except BaseException as exc:
+                scope.fail(exc)
+                raise
+            finally:
+                _ACTIVE.reset(token)
+        except BaseException:
+            if recorder is not None:
+                recorder.end_turn()
             raise
-        finally:
-            _ACTIVE.reset(token)
         result.stream_events = _recorded_stream(result, result.stream_events, scope,
                                                 kwargs.get("session"))
         return result
@@ -185,15 +224,14 @@ def _recorded_stream(result: Any, stream_events: Any, scope: RunScope, session: 
                 await events.aclose()
             except Exception as exc:
                 failure = exc
-            failure = failure or getattr(result, "_stored_exception", None)
+            failure = failure or stored_exception(result)
             raise
         except BaseException as exc:
             failure = exc
             raise
         finally:
             # result.cancel() ends the stream normally, with no final output.
-            stopped = getattr(result, "_cancel_mode", "none") != "none" \
-                and result.final_output is None
+            stopped = cancel_requested(result) and result.final_output is None
             if failure is None and result.is_complete and not stopped and scope.parent is None:
                 await scope.recorder.end_run(session)
             if failure is not None:
@@ -204,7 +242,11 @@ def _recorded_stream(result: Any, stream_events: Any, scope: RunScope, session: 
                 scope.fail(asyncio.CancelledError())
             if scope.parent is None:
                 # no RecorderError over the run's own exception, nor out of aclose()
-                await scope.recorder.flush_after_run(run_failed=failure is not None or exiting)
+                try:
+                    await scope.recorder.flush_after_run(
+                        run_failed=failure is not None or exiting)
+                finally:
+                    scope.recorder.end_turn()
 
     return recorded
 

@@ -207,19 +207,48 @@ def _appended(joined: bytes, more: bytes) -> bytes:
     return more if joined == b"[]" else joined[:-1] + b"," + more[1:]
 
 
+_SHARED: dict[Path, ItemStore] = {}  # ItemStore.shared's stores, by absolute path
+_SHARED_LOCK = threading.Lock()
+
+
 class ItemStore:
     """One ``.agent_sessions.sqlite`` file.
 
     ``path`` defaults to ``SkilletPaths.resolve().store_file``. With
     ``readonly=True`` the file is opened read-only and never changed (for a
-    store another tool owns, or one on a read-only disk).
+    store another tool owns, or one on a read-only disk). :meth:`shared` gives
+    the one store of a path that every user in the process shares.
     """
+
+    @classmethod
+    def shared(cls, path: Path | str) -> ItemStore:
+        """The process's one store for ``path`` (one connection and worker thread however
+        many use it). Each call takes a share; :meth:`release` gives it back, and the
+        last share closes the connection."""
+        key = Path(path).absolute()
+        with _SHARED_LOCK:
+            store = _SHARED.get(key)
+            if store is None:
+                store = _SHARED[key] = cls(key)
+            store.shares += 1
+            return store
+
+    async def release(self) -> None:
+        """Give back a share taken by :meth:`shared`; the last one closes the store."""
+        with _SHARED_LOCK:
+            self.shares -= 1
+            last = self.shares <= 0
+            if last and _SHARED.get(self.path) is self:
+                del _SHARED[self.path]
+        if last:
+            await self.close()
 
     def __init__(self, path: Path | str | None = None, *, readonly: bool = False) -> None:
         self.path = Path(path) if path is not None else SkilletPaths.resolve().store_file
         self.readonly = readonly
         self._ready: asyncio.Future[aiosqlite.Connection] | None = None
         self._worker: threading.Thread | None = None
+        self.shares = 0  # taken by shared(), given back by release()
         self.reported: set[int] = set()  # bad rows already reported (by row id)
         self.snapshots: dict[tuple[str, str], Snapshot] = {}  # by pair (see Snapshot)
 

@@ -202,6 +202,10 @@ class ReplayLog:
                 os.close(self._fd)
                 self._fd = None
 
+    def __del__(self) -> None:  # a log dropped without close() gives its descriptor back
+        with contextlib.suppress(Exception):
+            self.close()
+
     def __enter__(self) -> ReplayLog:
         return self
 
