@@ -22,6 +22,7 @@ from typing import Any, TextIO, TypeVar
 from agents import Agent, RunConfig
 
 from sessiontape.storage.compaction import CompactionInfo
+from sessiontape.storage.json_style import value_text
 from sessiontape.storage.log_reader import SessionLogReader, Turn
 
 from .console import Style
@@ -120,12 +121,7 @@ class Outcome:
 
 
 def _answer_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    dump = getattr(value, "model_dump_json", None)
-    return str(dump()) if callable(dump) else str(value)
+    return "" if value is None else value_text(value)
 
 
 class Conversation:

@@ -50,8 +50,20 @@ class _ChainedHooks(RunHooks[Any]):
 
 def _chain(name: str) -> Any:
     async def call(self: _ChainedHooks, *args: Any, **kwargs: Any) -> None:
+        # After a hook of the user's raised, the recorder's still hear of the event (the
+        # record shows the call the run failed on); then the user's error goes on.
+        failure: BaseException | None = None
         for hooks in self.hooks:
-            await getattr(hooks, name)(*args, **kwargs)
+            if failure is not None and not isinstance(hooks, RecorderHooks):
+                continue
+            try:
+                await getattr(hooks, name)(*args, **kwargs)
+            except BaseException as exc:
+                if failure is not None:
+                    raise
+                failure = exc
+        if failure is not None:
+            raise failure
 
     call.__name__ = name
     return call

@@ -20,7 +20,7 @@ from sessiontape.storage.events import (
     ToolFailed,
 )
 from sessiontape.storage.ids import new_ulid
-from sessiontape.storage.json_style import safe_str
+from sessiontape.storage.json_style import safe_str, value_text
 
 from .describe import agent_info, model_name, user_text
 from .hooks import RecorderHooks, now_ms
@@ -204,8 +204,7 @@ class RunScope:
     def finish(self, final_output: Any) -> None:
         if not self.ended:
             self.ended = True
-            text = final_output if isinstance(final_output, str) else safe_str(final_output)
-            self.submit(RunFinished(self.id, now_ms(), text, self.model))
+            self.submit(RunFinished(self.id, now_ms(), value_text(final_output), self.model))
 
     def fail(self, error: BaseException) -> None:
         if not self.ended:

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 __all__ = ["CIRCULAR", "MAX_DEPTH", "TOO_DEEP", "dumps_compact", "dumps_pretty", "js_number",
-           "js_values", "loads", "safe_str"]
+           "js_values", "loads", "safe_str", "value_text"]
 
 
 CIRCULAR = "[Circular]"
@@ -160,9 +160,16 @@ def js_values(value: Any, _path: frozenset[int] = frozenset()) -> Any:
 
 
 def _unknown(value: Any, number: Callable[[float], Any] = _orjson_float) -> Any:
-    """Fallback for objects JSON has no form for: their ``str`` (never raises)."""
+    """Fallback for objects JSON has no form for: a pydantic model's fields, else their
+    ``str`` (never raises)."""
     if isinstance(value, (set, frozenset)):
         return _convert(list(value), frozenset(), number)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return _convert(dump(mode="json"), frozenset(), number)
+        except Exception:
+            pass
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", "replace")
     return safe_str(value)
@@ -220,6 +227,18 @@ def dumps_pretty(value: Any) -> bytes:
 def dumps_compact(value: Any) -> bytes:
     """Compact one-line JSON (JSONL lines and SQLite item rows)."""
     return _dumps(value, orjson.OPT_NON_STR_KEYS, None)
+
+
+def value_text(value: Any) -> str:
+    """A value as one line of text: a string as it is; anything else as compact JSON (a
+    structured output: a pydantic model, a dataclass, a dict...), whatever JSON has no form
+    for as its ``str``. Never raises."""
+    if isinstance(value, str):
+        return value
+    try:
+        return dumps_compact(value).decode()
+    except Exception:
+        return safe_str(value)
 
 
 def _refuse_constant(name: str) -> Any:

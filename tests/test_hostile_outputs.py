@@ -208,8 +208,9 @@ def test_an_unprintable_tool_output_fails_the_run_and_is_recorded() -> None:
 
 
 def test_unprintable_exceptions_and_final_outputs_do_not_break_the_recording() -> None:
-    """``str`` raising on a tool's exception or on the final output: recorded with the
-    ``repr``, and the run returns what it would have returned."""
+    """``str`` raising on a tool's exception or on the final output: the exception is
+    recorded with its ``repr``, the structured output as JSON (which needs no ``str``), and
+    the run returns what it would have returned."""
 
     @function_tool
     def boom() -> str:
@@ -231,7 +232,7 @@ def test_unprintable_exceptions_and_final_outputs_do_not_break_the_recording() -
     assert tool["state"] == {**tool["state"], "status": "error",
                              "error": "UnprintableError: UnprintableError()"}
     [turn] = read_turns(rec)
-    assert turn.complete and turn.final == {"text": "Answer(x=7)"}
+    assert turn.complete and turn.final == {"text": '{"x":7}'}
 
 
 def test_a_100_mb_output_is_recorded_whole() -> None:
