@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents import Agent, Usage, function_tool
+from agents import Agent, Runner, Usage, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText, ResponseReasoningItem
 from openai.types.responses.response_reasoning_item import Summary
@@ -36,6 +36,7 @@ __all__ = [
     "reasoning",
     "record_conversation",
     "run_agent",
+    "run_way",
     "steps_of",
     "store_items",
     "tool_parts",
@@ -125,6 +126,22 @@ async def run_agent(rec: Recorder, agent: Agent[Any], prompt: Any, streamed: boo
     if not streamed:
         return (await rec.run(agent, prompt, **kwargs)).final_output
     result = rec.run_streamed(agent, prompt, **kwargs)
+    async for _ in result.stream_events():
+        pass
+    return result.final_output
+
+
+async def run_way(way: str, rec: Recorder, agent: Agent[Any], prompt: str) -> Any:
+    """One run in one of the four ways a recorded run is made (``rec.run``,
+    ``rec.run_streamed``, ``Runner.run`` or ``Runner.run_streamed`` with the recorder's
+    hooks and session; streams consumed); the final output."""
+    if way == "rec.run":
+        return (await rec.run(agent, prompt)).final_output
+    if way == "Runner.run":
+        return (await Runner.run(agent, prompt, hooks=rec.hooks,
+                                 session=rec.session)).final_output
+    result = (rec.run_streamed(agent, prompt) if way == "rec.run_streamed"
+              else Runner.run_streamed(agent, prompt, hooks=rec.hooks, session=rec.session))
     async for _ in result.stream_events():
         pass
     return result.final_output

@@ -17,10 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, function_tool
+from agents import Agent, function_tool
 from agents.testing import ModelStep
 from harness import run_cli
-from scripted import call, final, model, read_session, read_turns, tool_parts, tools_step
+from scripted import (
+    call,
+    final,
+    model,
+    read_session,
+    read_turns,
+    run_way,
+    tool_parts,
+    tools_step,
+)
 
 from sessiontape import Recorder
 from sessiontape.storage.agentuse_reader import load_session
@@ -52,16 +61,6 @@ def add(a: int, b: int) -> int:
 def kaboom(reason: str) -> str:
     """Always fails."""
     raise ValueError(f"kaboom: {reason}")
-
-
-async def run_way(way: str, rec: Recorder, agent: Agent[Any], prompt: str) -> Any:
-    if way == "rec.run":
-        return (await rec.run(agent, prompt)).final_output
-    result = (rec.run_streamed(agent, prompt) if way == "rec.run_streamed"
-              else Runner.run_streamed(agent, prompt, hooks=rec.hooks, session=rec.session))
-    async for _ in result.stream_events():
-        pass
-    return result.final_output
 
 
 def log_lines(path: Path) -> list[dict[str, Any]]:

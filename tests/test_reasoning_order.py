@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from agents import Agent, ModelSettings, Runner, function_tool
+from agents import Agent, ModelSettings, function_tool
 from agents.models.interface import ModelTracing
 from agents.testing import ModelStep, ScriptedModel
 from openai.types.responses import ResponseTextDeltaEvent
@@ -28,6 +28,7 @@ from scripted import (
     read_session,
     read_turns,
     reasoning,
+    run_way,
     steps_of,
     tools_step,
     usage,
@@ -45,20 +46,6 @@ WAYS = pytest.mark.parametrize("way", ["rec.run", "rec.run_streamed", "Runner.ru
 def lookup(key: str) -> str:
     """Looks a key up."""
     return f"value of {key}"
-
-
-async def run_way(way: str, rec: Recorder, agent: Agent[Any], prompt: str) -> Any:
-    """One run, in one of the four ways a recorded run is made; the final output."""
-    if way == "rec.run":
-        return (await rec.run(agent, prompt)).final_output
-    if way == "Runner.run":
-        return (await Runner.run(agent, prompt, hooks=rec.hooks,
-                                 session=rec.session)).final_output
-    result = (rec.run_streamed(agent, prompt) if way == "rec.run_streamed"
-              else Runner.run_streamed(agent, prompt, hooks=rec.hooks, session=rec.session))
-    async for _ in result.stream_events():
-        pass
-    return result.final_output
 
 
 def file_order(msg: LoadedMessage) -> list[dict[str, Any]]:
