@@ -120,10 +120,6 @@ class Outcome:
         return self.error is None
 
 
-def _answer_text(value: Any) -> str:
-    return "" if value is None else value_text(value)
-
-
 class Conversation:
     """One conversation ``(user_id, session_name)``, run prompt by prompt.
 
@@ -180,7 +176,7 @@ class Conversation:
             result = await self.recorder.run(agent, prompt, run_config=config)
         except Exception as exc:
             return Outcome(error=exc)
-        text = _answer_text(result.final_output)
+        text = value_text(result.final_output)
         self.out.line(self.prefix + text)
         return Outcome(text)
 
@@ -206,7 +202,7 @@ class Conversation:
         except Exception as exc:
             self.out.line()
             return Outcome(error=exc)
-        text = _answer_text(result.final_output)
+        text = value_text(result.final_output)
         self.out.line("" if printed else text)
         return Outcome(text)
 

@@ -230,15 +230,18 @@ def dumps_compact(value: Any) -> bytes:
 
 
 def value_text(value: Any) -> str:
-    """A value as one line of text: a string as it is; anything else as compact JSON (a
-    structured output: a pydantic model, a dataclass, a dict...), whatever JSON has no form
-    for as its ``str``. Never raises."""
+    """A value as one line of text: a string as it is, None as ``""``; anything else as
+    compact JSON (a structured output: a pydantic model, a dataclass, a dict...), whatever
+    JSON has no form for as its ``str``. Never raises."""
     if isinstance(value, str):
         return value
+    if value is None:
+        return ""
     try:
-        return dumps_compact(value).decode()
+        text = dumps_compact(value).decode()
     except Exception:
         return safe_str(value)
+    return safe_str(value) if text.startswith('"') else text  # an object JSON cannot hold
 
 
 def _refuse_constant(name: str) -> Any:

@@ -24,6 +24,7 @@ from sessiontape.storage.json_style import (
     dumps_pretty,
     js_values,
     loads,
+    value_text,
 )
 
 # Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
@@ -284,3 +285,31 @@ def test_a_string_holding_the_float_marker_is_kept(monkeypatch: pytest.MonkeyPat
     value = ["\ud800", "feedface00000000:0", 1e-7, {"cost": 9.600000000000001e-06}]
     assert dumps_compact(value) == (
         b'["\\ud800","feedface00000000:0",1e-7,{"cost":0.000009600000000000001}]')
+
+
+def test_value_text_gives_structured_outputs_as_json() -> None:
+    """A run's output as text: strings as they are, None as "", a pydantic model, a
+    dataclass or a dict as compact JSON, an object JSON cannot hold as its str."""
+    import dataclasses
+
+    from pydantic import BaseModel
+
+    class Weather(BaseModel):
+        city: str
+        temp_c: float
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: float
+
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque thing"
+
+    assert value_text("plain ünïcode") == "plain ünïcode"
+    assert value_text(None) == ""
+    assert value_text(Weather(city="Paris", temp_c=21.5)) == '{"city":"Paris","temp_c":21.5}'
+    assert value_text(Point(1, 0.5)) == '{"x":1,"y":0.5}'
+    assert value_text({"a": [1, 2.0]}) == '{"a":[1,2]}'
+    assert value_text(Opaque()) == "opaque thing"
