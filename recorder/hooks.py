@@ -27,7 +27,7 @@ from sessiontape.storage.events import (
 from sessiontape.storage.ids import new_ulid
 from sessiontape.storage.json_style import safe_str
 
-from .describe import model_name, response_content, response_usage
+from .describe import agent_info, model_name, response_content, response_usage
 
 if TYPE_CHECKING:
     from .scope import RunScope
@@ -80,7 +80,8 @@ class RecorderHooks(RunHooks[Any]):
     @_guarded
     def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any],
                    to_agent: Agent[Any]) -> None:
-        self._emit(Handoff, from_agent=from_agent.name, to_agent=to_agent.name)
+        self._emit(Handoff, from_agent=from_agent.name, to_agent=to_agent.name,
+                   target=agent_info(to_agent, self.scope.run_config, None))
 
     @_guarded
     def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],

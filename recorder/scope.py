@@ -7,7 +7,15 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 import openai
-from agents import Agent, MaxTurnsExceeded, RunConfig
+from agents import (
+    Agent,
+    InputGuardrailTripwireTriggered,
+    MaxTurnsExceeded,
+    OutputGuardrailTripwireTriggered,
+    RunConfig,
+    ToolInputGuardrailTripwireTriggered,
+    ToolOutputGuardrailTripwireTriggered,
+)
 from agents.tool_context import ToolContext
 
 from sessiontape.storage.events import (
@@ -88,9 +96,30 @@ def failure_code(error: BaseException) -> tuple[str, dict[str, Any]]:
     return "EXECUTION_ERROR", extra
 
 
+def _guardrail_message(error: BaseException) -> str | None:
+    """``input guardrail NAME tripped: OUTPUT_INFO`` for a guardrail's tripwire (the
+    exception's own text names neither the guardrail nor what it found)."""
+    if isinstance(error, (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered)):
+        kind = "input" if isinstance(error, InputGuardrailTripwireTriggered) else "output"
+        name = error.guardrail_result.guardrail.get_name()
+        info: Any = error.guardrail_result.output.output_info
+    elif isinstance(error, (ToolInputGuardrailTripwireTriggered,
+                            ToolOutputGuardrailTripwireTriggered)):
+        kind = "tool input" if isinstance(error, ToolInputGuardrailTripwireTriggered) \
+            else "tool output"
+        name, info = error.guardrail.get_name(), error.output.output_info
+    else:
+        return None
+    found = value_text(info)
+    return f"{kind} guardrail {name} tripped" + (f": {found}" if found else "")
+
+
 def _message(error: BaseException) -> str:
     if isinstance(error, MaxTurnsExceeded):
         return error.message
+    guardrail = _guardrail_message(error)
+    if guardrail is not None:
+        return guardrail
     if isinstance(error, asyncio.CancelledError):
         return "the run was cancelled"
     if isinstance(error, KeyboardInterrupt):

@@ -18,6 +18,7 @@ from .events import (
     AgentInfo,
     Compacted,
     Event,
+    Handoff,
     ModelCallFinished,
     ModelCallStarted,
     RunFailed,
@@ -102,6 +103,7 @@ class _Scope:
     parent_tool: _Tool | None = None  # a subagent run: the parent's tool call that ran it
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # a subagent's {tool, args}
     tools: dict[str, _Tool] = field(default_factory=dict)  # open tool calls
+    tools_json: list[dict[str, Any]] = field(default_factory=list)  # tools.json's tools
     texts: dict[str, AgentUsePart] = field(default_factory=dict)  # streamed text by item
     last_rewrite: float = 0.0
     # The model call going on: when it started, when its first streamed text part began
@@ -153,7 +155,7 @@ class AgentUseSink:
             ModelCallFinished: self._model_call_finished, ToolStarted: self._tool_started,
             ToolFailed: self._tool_failed, ToolFinished: self._tool_finished,
             RunFinished: self._run_finished, RunFailed: self._run_failed,
-            Compacted: self._compacted,
+            Compacted: self._compacted, Handoff: self._handoff,
         }
 
     def handle(self, event: Event) -> None:
@@ -174,10 +176,25 @@ class AgentUseSink:
 
     def _start(self, scope: str, session: AgentUseSession, agent: AgentInfo, task: str,
                at: int, parent_tool: _Tool | None = None) -> None:
-        session.write_tools(_tools_json(agent))
+        tools = _tools_json(agent)
+        session.write_tools(tools)
         system = [agent.instructions] if agent.instructions else []
         self._scopes[scope] = _Scope(session, session.add_message(task, system=system, created=at),
-                                     agent_name=agent.name, started=at, parent_tool=parent_tool)
+                                     agent_name=agent.name, started=at, parent_tool=parent_tool,
+                                     tools_json=tools)
+
+    def _handoff(self, event: Handoff) -> None:
+        """An ``agent`` part naming the agent that takes over the exchange (as AgentUse
+        marks a subagent), whose tools join ``tools.json``."""
+        scope = self._scopes[event.scope]
+        scope.message.add_part("agent", name=event.to_agent, time={"start": event.at})
+        scope.agent_name = event.to_agent
+        if event.target is not None:
+            known = {tool.get("name") for tool in scope.tools_json}
+            added = [tool for tool in _tools_json(event.target) if tool.get("name") not in known]
+            if added:
+                scope.tools_json = scope.tools_json + added
+                scope.session.write_tools(scope.tools_json)
 
     def _run_started(self, event: RunStarted) -> None:
         self._writes.flush()  # an earlier run's session.json, if still pending
@@ -243,6 +260,7 @@ class AgentUseSink:
             part.update(text=text, time={"start": part.fields["time"]["start"], "end": event.at})
         usage = event.usage
         scope.message.add_part("step-finish", cost=usage.cost, tokens=usage.tokens.to_json())
+        scope.message.set_model(event.model)  # the model that answered last
         scope.message.add_usage(usage.tokens, usage.cost)
 
     @staticmethod

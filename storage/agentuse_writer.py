@@ -149,6 +149,14 @@ class AgentUseMessage:
         arrives after the text it led to). An id not used is simply never written."""
         return [new_ulid() for _ in range(count)]
 
+    def set_model(self, model: str) -> None:
+        """``modelID`` (``provider:model``) and ``providerID`` of the exchange's answer (the
+        model of its latest call: after a handoff, the new agent's); saved with the next
+        write of the file."""
+        if model:
+            self.info["assistant"]["modelID"] = model
+            self.info["assistant"]["providerID"] = model.split(":", 1)[0] if ":" in model else ""
+
     def add_usage(self, tokens: Tokens, cost: float) -> None:
         """Add one model call's usage to the exchange's totals and rewrite the file."""
         assistant = self.info["assistant"]

@@ -132,6 +132,7 @@ class AgentEnded(Event):
 class Handoff(Event):
     from_agent: str
     to_agent: str
+    target: AgentInfo | None = None  # the agent taking over (its model and tools)
 
 
 @dataclass(frozen=True)

@@ -214,10 +214,11 @@ FAILURES: dict[str, dict[str, Any]] = {
     "guardrail": {
         "agent": lambda: Agent(name="A", input_guardrails=[refuse_everything],
                                model=model(final("never"))),
-        "code": "EXECUTION_ERROR", "message": "Guardrail InputGuardrail triggered tripwire",
+        "code": "EXECUTION_ERROR",
+        "message": "input guardrail refuse_everything tripped: refused",
         "status": None, "type": "InputGuardrailTripwireTriggered",
-        "detail": "InputGuardrailTripwireTriggered: Guardrail InputGuardrail triggered "
-                  "tripwire"},
+        "detail": "InputGuardrailTripwireTriggered: input guardrail refuse_everything "
+                  "tripped: refused"},
 }
 
 

@@ -1,5 +1,6 @@
 """SDK features recorded as they happened (issue 13): structured output, a user's hook
-that raises. Each test reads the tree, the log and the CLI's view."""
+that raises, handoffs, guardrails. Each test reads the tree and the log (and the CLI's
+view where it shows the feature)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,20 @@ import json
 from typing import Any
 
 import pytest
-from agents import Agent, RunHooks, UserError, function_tool
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    InputGuardrailTripwireTriggered,
+    OutputGuardrailTripwireTriggered,
+    RunHooks,
+    UserError,
+    function_tool,
+    input_guardrail,
+    output_guardrail,
+)
 from harness import cli_environ, run_cli
 from pydantic import BaseModel
-from scripted import call, final, model, read_session, read_turns, run_agent, tools_step
+from scripted import call, final, model, read_session, read_turns, run_agent, run_way, tools_step
 
 from sessiontape import Recorder
 
@@ -68,3 +79,62 @@ def test_a_users_hook_that_raises_does_not_hide_the_call(streamed: bool) -> None
     assert "Caused by PermissionError: delete_everything is not allowed here" in error["detail"]
     [tool] = [p for p in session.messages[0].parts if p["type"] == "tool"]
     assert tool["callID"] == "call_danger" and tool["state"]["status"] == "error"
+
+
+@pytest.mark.parametrize("way", ["rec.run", "rec.run_streamed", "Runner.run"])
+def test_a_handoff_is_in_the_tree_with_the_new_agents_model_and_tools(way: str) -> None:
+    @function_tool
+    def look_up(city: str) -> str:
+        """Look a city up."""
+        return f"{city}: sunny"
+
+    rec = Recorder(session_name=f"handoff-{way}")
+    specialist = Agent(name="Specialist", tools=[look_up], model=model(
+        tools_step(call("look_up", {"city": "Paris"})), final("Paris is sunny"),
+        name="gpt-4.1-mini"))
+    triage = Agent(name="Triage", handoffs=[specialist], model=model(
+        tools_step(call("transfer_to_specialist", {}))))
+    assert asyncio.run(run_way(way, rec, triage, "weather?")) == "Paris is sunny"
+
+    session = read_session(rec)
+    [exchange] = session.messages
+    kinds = [p["type"] for p in exchange.parts]
+    handoff = kinds.index("agent")
+    assert exchange.parts[handoff]["name"] == "Specialist"
+    assert kinds[:handoff] == ["step-start", "step-finish"]  # Triage's call, then the handoff
+    assert "tool" in kinds[handoff:]  # the Specialist's call comes after it
+    assert exchange.info["assistant"]["modelID"] == "scripted:gpt-4.1-mini"  # who answered
+    tools = json.loads((rec.session_dir / "tools.json").read_text())["tools"]
+    assert [t["name"] for t in tools] == ["transfer_to_specialist", "look_up"]
+    [turn] = read_turns(rec)
+    assert [s["type"] for s in turn.steps if s["type"] in ("handoff", "agent_start")] == [
+        "agent_start", "handoff", "agent_start"]
+    assert turn.model == "scripted/gpt-4.1-mini"
+
+
+@output_guardrail
+async def no_passwords(context: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
+    return GuardrailFunctionOutput(output_info={"found": "password"}, tripwire_triggered=True)
+
+
+@input_guardrail
+async def be_polite(context: Any, agent: Any, prompt: Any) -> GuardrailFunctionOutput:
+    return GuardrailFunctionOutput(output_info="rude words", tripwire_triggered=True)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("kind", ["input", "output"])
+def test_a_guardrail_tripwire_is_recorded_with_its_name_and_what_it_found(
+        kind: str, streamed: bool) -> None:
+    rec = Recorder(session_name=f"guardrail-{kind}-{streamed}")
+    guardrails: dict[str, Any] = ({"input_guardrails": [be_polite]} if kind == "input"
+                                  else {"output_guardrails": [no_passwords]})
+    agent = Agent(name="A", model=model(final("the password is 123")), **guardrails)
+    expected = ('input guardrail be_polite tripped: rude words' if kind == "input"
+                else 'output guardrail no_passwords tripped: {"found":"password"}')
+    with pytest.raises((InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered)):
+        asyncio.run(run_agent(rec, agent, "tell me", streamed=streamed))
+    info = read_session(rec).info
+    assert info["status"] == "error" and info["error"]["message"] == expected
+    [turn] = read_turns(rec)
+    assert turn.complete and turn.text.endswith(expected)

@@ -392,7 +392,8 @@ def test_a_handoff_stays_in_the_same_exchange(streamed: bool) -> None:
     assert session.info["agent"]["name"] == "Triage"
     [msg] = session.messages
     assert [p["type"] for p in msg.parts] == [
-        "step-start", "step-finish", "step-start", "text", "step-finish"]
+        "step-start", "step-finish", "agent", "step-start", "text", "step-finish"]
+    assert parts(msg, "agent")[0]["name"] == "Specialist"  # the handoff, where it happened
     assert msg.info["assistant"]["tokens"] == tokens(50, 10)
     assert parts(msg, "step-finish")[1]["cost"] == (30 * 0.40 + 6 * 1.60) / 1_000_000
     assert "completed" in msg.info["time"]
