@@ -28,6 +28,7 @@ from sessiontape.storage.ids import new_ulid
 from sessiontape.storage.json_style import safe_str
 
 from .describe import agent_info, model_name, response_content, response_usage
+from .writer import WRITER
 
 if TYPE_CHECKING:
     from .scope import RunScope
@@ -47,6 +48,8 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
             method(self, *args, **kwargs)
         except Exception as exc:
             self.scope.recorder.report(exc, in_hook=True)
+        if WRITER.pending > WRITER.high_water:  # the writer is far behind: let it catch up
+            await WRITER.room()
 
     hook.__name__ = method.__name__
     hook.__doc__ = method.__doc__

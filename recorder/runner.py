@@ -34,6 +34,7 @@ from .describe import output_text_delta
 from .hooks import RecorderHooks
 from .scope import RunScope
 from .sdk_compat import cancel_requested, run_sync_with, stored_exception
+from .writer import WRITER
 
 __all__ = ["RecordingRunner", "chain_hooks", "install"]
 
@@ -226,6 +227,8 @@ def _recorded_stream(result: Any, stream_events: Any, scope: RunScope, session: 
                 delta = output_text_delta(event)
                 if delta is not None:
                     scope.text_delta(delta.item_id, delta.delta)
+                    if WRITER.pending > WRITER.high_water:  # the writer is far behind
+                        await WRITER.room()
                 yield event
         except GeneratorExit:
             # The consumer stopped reading (``break``, or the generator was dropped).

@@ -9,23 +9,32 @@ The thread works in batches: woken by an event, it waits up to
 whole batch to the sinks, then asks each sink it touched to :meth:`flush`,
 so a file updated by several events of one burst is rewritten once. An
 event is on disk about ``BATCH_WINDOW`` after it happened.
+
+The queue is bounded by back-pressure, never by dropping: a hook that finds
+more than :data:`HIGH_WATER` events waiting (a disk far slower than the run)
+awaits, without blocking the event loop, until the writer is down to
+:data:`LOW_WATER`. At exit the thread writes what is queued and is joined.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import queue
 import threading
 from typing import Protocol
 
 from sessiontape.storage.events import Event, Sink
 
-__all__ = ["BATCH_WINDOW", "EXIT_FLUSH_TIMEOUT", "MAX_BATCH", "WRITER", "EventWriter", "Target"]
+__all__ = ["BATCH_WINDOW", "EXIT_FLUSH_TIMEOUT", "HIGH_WATER", "LOW_WATER", "MAX_BATCH", "WRITER",
+           "EventWriter", "Target"]
 
 EXIT_FLUSH_TIMEOUT = 30.0
 BATCH_WINDOW = 0.05  # seconds the writer waits for more events before writing a batch
 MAX_BATCH = 2000  # events handed to the sinks before they flush
+HIGH_WATER = 20_000  # events waiting beyond which hooks wait for the writer
+LOW_WATER = 5_000  # ... until it is down to this many
 
 
 class Target(Protocol):
@@ -45,14 +54,23 @@ class _Flush:
         self.done = threading.Event()
 
 
+class _Stop:
+    """Ends the writer thread once everything before it is written."""
+
+
 class EventWriter:
     """A daemon thread draining a FIFO queue of events (started on first use)."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[Target | None, Event | _Flush]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Target | None, Event | _Flush | _Stop]] = \
+            queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._hurry = threading.Event()  # a flush is waiting: write the batch now
+        self.pending = 0  # events queued and not yet written
+        self.high_water, self.low_water = HIGH_WATER, LOW_WATER
+        self._room: list[asyncio.Future[None]] = []  # hooks waiting for the queue to shrink
+        self._count_lock = threading.Lock()
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -66,28 +84,62 @@ class EventWriter:
         """Queue ``event`` for ``target``'s sinks; returns at once."""
         if self._thread is None:
             self._ensure_thread()
+        with self._count_lock:
+            self.pending += 1
         self._queue.put((target, event))
+
+    async def room(self) -> None:
+        """Wait (on the event loop) while more than :attr:`high_water` events are queued
+        (:data:`HIGH_WATER`), until the writer is down to :attr:`low_water`."""
+        if self.pending <= self.high_water:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        with self._count_lock:
+            if self.pending <= self.low_water:
+                return
+            self._room.append(waiter)
+        self._hurry.set()
+        await waiter
+
+    def _written(self, count: int) -> None:
+        """``count`` events were written: wake the hooks waiting for room, if there is."""
+        with self._count_lock:
+            self.pending -= count
+            if self.pending > self.low_water or not self._room:
+                return
+            waiters, self._room = self._room, []
+        for waiter in waiters:
+            with contextlib.suppress(RuntimeError):  # its loop was closed meanwhile
+                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
 
     def _drain(self) -> None:
         while True:
             batch = [self._queue.get()]
-            if not isinstance(batch[0][1], _Flush):
+            if not isinstance(batch[0][1], (_Flush, _Stop)):
                 self._hurry.wait(BATCH_WINDOW)
             self._hurry.clear()
-            while len(batch) < MAX_BATCH:
+            while len(batch) < MAX_BATCH and not isinstance(batch[-1][1], _Stop):
                 try:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
             self._write(batch)
+            if isinstance(batch[-1][1], _Stop):
+                return
 
-    def _write(self, batch: list[tuple[Target | None, Event | _Flush]]) -> None:
+    def _write(self, batch: list[tuple[Target | None, Event | _Flush | _Stop]]) -> None:
         touched: dict[Target, None] = {}  # in order of first event
+        events = 0
         for target, item in batch:
             if isinstance(item, _Flush):
                 self._flush_sinks(touched)
+                self._written(events)
+                events = 0
                 item.done.set()
                 continue
+            if isinstance(item, _Stop):
+                continue
+            events += 1
             assert target is not None
             touched[target] = None
             try:
@@ -101,6 +153,7 @@ class EventWriter:
                 except Exception as exc:  # a sink must never stop the others
                     target.report(exc)
         self._flush_sinks(touched)
+        self._written(events)
 
     @staticmethod
     def _flush_sinks(touched: dict[Target, None]) -> None:
@@ -123,6 +176,16 @@ class EventWriter:
         self._hurry.set()
         return marker
 
+    def close(self, timeout: float | None = None) -> None:
+        """Write everything queued, then end the thread and join it (a later event starts
+        a new one)."""
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return
+        self._queue.put((None, _Stop()))
+        self._hurry.set()
+        thread.join(timeout)
+
     async def aflush(self) -> None:
         """:meth:`flush` without blocking the event loop."""
         marker = self._put_flush()
@@ -130,5 +193,10 @@ class EventWriter:
             await asyncio.get_running_loop().run_in_executor(None, marker.done.wait)
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 WRITER = EventWriter()
-atexit.register(WRITER.flush, EXIT_FLUSH_TIMEOUT)
+atexit.register(WRITER.close, EXIT_FLUSH_TIMEOUT)

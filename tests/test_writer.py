@@ -1,7 +1,9 @@
-"""The writer thread: order, isolation of failing sinks, flush at interpreter exit."""
+"""The writer thread: order, isolation of failing sinks, back-pressure, flush and join at
+interpreter exit."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
@@ -138,3 +140,51 @@ def test_queued_events_are_written_at_interpreter_exit(tmp_path: Path) -> None:
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert out.read_text().split() == ["0", "1", "2", "3", "4"]
+
+
+def test_a_writer_far_behind_holds_the_hooks_back_and_drops_nothing() -> None:
+    """Back-pressure, not drops: past ``high_water`` queued events, ``room()`` waits on the
+    event loop (other tasks still run) until the writer is down to ``low_water``."""
+    writer = EventWriter()
+    writer.high_water, writer.low_water = 50, 10
+    gate = Gate()
+
+    async def main() -> tuple[bool, int, list[str]]:
+        for n in range(60):
+            writer.submit(gate, Event("s", n))
+        assert gate.entered.wait(WAIT)  # the writer holds the first batch
+        ticks: list[str] = []
+
+        async def ticker() -> None:
+            while True:
+                ticks.append("tick")
+                await asyncio.sleep(0.01)
+
+        other = asyncio.ensure_future(ticker())
+        waiting = asyncio.ensure_future(writer.room())
+        await asyncio.sleep(0.1)
+        held = not waiting.done()
+        gate.released.set()  # the disk catches up
+        await asyncio.wait_for(waiting, WAIT)
+        other.cancel()
+        return held, writer.pending, ticks
+
+    held, pending, ticks = asyncio.run(main())
+    assert held and len(ticks) >= 2  # it waited, and the loop ran other tasks meanwhile
+    assert pending <= 10
+    assert writer.flush(timeout=WAIT)
+    assert gate.seen == list(range(60)) and writer.pending == 0
+
+
+def test_close_writes_everything_and_joins_the_thread() -> None:
+    writer = EventWriter()
+    sink = Collect()
+    for n in range(100):
+        writer.submit(sink, Event("s", n))
+    thread = writer._thread
+    writer.close(timeout=WAIT)
+    assert sink.seen == list(range(100))
+    assert thread is not None and not thread.is_alive()
+    writer.submit(sink, Event("s", 100))  # a later event starts a new thread
+    assert writer.flush(timeout=WAIT) and sink.seen[-1] == 100
+    writer.close(timeout=WAIT)
