@@ -89,6 +89,7 @@ class RecorderHooks(RunHooks[Any]):
     @_guarded
     def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
                      system_prompt: str | None, input_items: list[Any]) -> None:
+        self.scope.settle_pending(input_items)
         self._emit(ModelCallStarted, agent_name=agent.name)
 
     @_guarded
@@ -109,6 +110,7 @@ class RecorderHooks(RunHooks[Any]):
             call_id, arguments = f"call_{new_ulid()}", ""
             self.scope.untracked.setdefault(tool.name, []).append(call_id)
         self.scope.open_call(call_id)
+        self.scope.pending.pop(call_id, None)  # approved: it runs
         self._emit(ToolStarted, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
                    arguments=arguments)
 

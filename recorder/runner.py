@@ -176,14 +176,14 @@ class RecordingRunner:
         failed = False
         try:
             result = await self.inner.run(starting_agent, input, **kwargs)
-            if scope.parent is None:
+            if scope.parent is None and not result.interruptions:
                 await scope.recorder.end_run(kwargs.get("session"))
         except BaseException as exc:
             failed = True
             scope.fail(exc)
             raise
         else:
-            scope.finish(result.final_output)
+            scope.end(result)
             return result
         finally:
             _ACTIVE.reset(token)
@@ -247,12 +247,13 @@ def _recorded_stream(result: Any, stream_events: Any, scope: RunScope, session: 
         finally:
             # result.cancel() ends the stream normally, with no final output.
             stopped = cancel_requested(result) and result.final_output is None
-            if failure is None and result.is_complete and not stopped and scope.parent is None:
+            if failure is None and result.is_complete and not stopped and scope.parent is None \
+                    and not result.interruptions:
                 await scope.recorder.end_run(session)
             if failure is not None:
                 scope.fail(failure)
             elif result.is_complete and not stopped:
-                scope.finish(result.final_output)
+                scope.end(result)
             else:  # cancelled, or the stream ended before the run did
                 scope.fail(asyncio.CancelledError())
             if scope.parent is None:

@@ -13,6 +13,7 @@ from agents import (
     MaxTurnsExceeded,
     OutputGuardrailTripwireTriggered,
     RunConfig,
+    RunState,
     ToolInputGuardrailTripwireTriggered,
     ToolOutputGuardrailTripwireTriggered,
 )
@@ -20,14 +21,19 @@ from agents.tool_context import ToolContext
 
 from sessiontape.storage.events import (
     Event,
+    PendingCall,
     RunFailed,
     RunFinished,
     RunStarted,
+    RunSuspended,
     SubagentStarted,
     TextDelta,
     ToolFailed,
+    ToolFinished,
+    ToolStarted,
 )
 from sessiontape.storage.ids import new_ulid
+from sessiontape.storage.items import output_text
 from sessiontape.storage.json_style import safe_str, value_text
 
 from .describe import agent_info, model_name, user_text
@@ -147,6 +153,19 @@ def _exception_text(error: BaseException, message: str) -> str:
     return "\n".join(lines)[:MAX_DETAIL_CHARS]
 
 
+def pending_calls(items: Any) -> tuple[PendingCall, ...]:
+    """The tool calls among ``items`` (the SDK's ``ToolApprovalItem``) that wait for a
+    human's approval."""
+    calls = []
+    for item in items or ():
+        call_id, name = getattr(item, "call_id", None), getattr(item, "tool_name", None)
+        if isinstance(call_id, str) and isinstance(name, str):
+            arguments = getattr(item, "arguments", None)
+            calls.append(PendingCall(call_id, name, arguments if isinstance(arguments, str)
+                                     else ""))
+    return tuple(calls)
+
+
 def describe_failure(error: BaseException) -> tuple[str, str, dict[str, Any], str]:
     """``(code, message, session error extras, error part detail)`` for a run's exception.
 
@@ -182,6 +201,7 @@ class RunScope:
         self.calls: dict[str, RunScope] = {}  # open tool calls of the whole tree (root only)
         self.call_id = ""  # the parent's tool call that started a nested run
         self.untracked: dict[str, list[str]] = {}  # made-up call ids of tools with no ToolContext
+        self.pending: dict[str, PendingCall] = {}  # a resumed run's calls awaiting a decision
         self.ended = False
         self.hooks = RecorderHooks(self)
 
@@ -203,6 +223,13 @@ class RunScope:
         self.agent = agent
         self.model = model_name(agent, self.run_config)
         info = agent_info(agent, self.run_config, max_turns)
+        if self.parent is None and isinstance(user_input, RunState):
+            # A suspended run goes on: the same exchange and turn, no new user input.
+            pending = pending_calls(user_input.get_interruptions())
+            self.pending = {call.call_id: call for call in pending}
+            self.submit(RunStarted(self.id, now_ms(), info, None, "", resumed=True,
+                                   pending=pending))
+            return
         text = user_text(user_input)
         if self.parent is None:
             self.submit(RunStarted(self.id, now_ms(), info, user_input, text))
@@ -229,6 +256,40 @@ class RunScope:
     def text_delta(self, item_id: str, text: str) -> None:
         name = self.agent.name if self.agent is not None else ""
         self.submit(TextDelta(self.id, now_ms(), name, item_id, text))
+
+    def settle_pending(self, input_items: list[Any]) -> None:
+        """A resumed run is about to call the model: the calls waiting for approval that
+        did not run were rejected. Each is recorded as a failed call whose output is what
+        the model gets for it (found among ``input_items``)."""
+        if not self.pending:
+            return
+        outputs = {item.get("call_id"): item.get("output") for item in input_items
+                   if isinstance(item, dict) and item.get("type") == "function_call_output"}
+        agent = self.agent.name if self.agent is not None else ""
+        for call in self.pending.values():
+            if call.call_id not in outputs:
+                continue
+            text, at = output_text(outputs[call.call_id]), now_ms()
+            self.submit(ToolStarted(self.id, at, agent_name=agent, call_id=call.call_id,
+                                    tool_name=call.tool_name, arguments=call.arguments))
+            self.submit(ToolFailed(self.id, at, call.call_id, f"rejected: {text}"))
+            self.submit(ToolFinished(self.id, at, agent_name=agent, call_id=call.call_id,
+                                     tool_name=call.tool_name, output=text))
+        self.pending.clear()
+
+    def end(self, result: Any) -> None:
+        """The run returned: finished, or suspended to wait for approvals."""
+        interruptions = getattr(result, "interruptions", None)
+        if interruptions:
+            self.suspend(interruptions)
+        else:
+            self.finish(result.final_output)
+
+    def suspend(self, interruptions: Any) -> None:
+        if not self.ended:
+            self.ended = True
+            self.submit(RunSuspended(self.id, now_ms(), pending_calls(interruptions),
+                                     self.model))
 
     def finish(self, final_output: Any) -> None:
         if not self.ended:

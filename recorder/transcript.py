@@ -44,6 +44,10 @@ def describe_step(step: dict[str, Any]) -> str | None:
         detail = ", ".join(str(step[k]) for k in ("reason", "summarizer") if step.get(k))
         return (f"compaction: {step.get('itemsBefore', '?')} → {step.get('itemsAfter', '?')} items"
                 + (f" ({detail})" if detail else ""))
+    if kind == "suspended":
+        calls = [f"{c.get('toolName')}({clip(c.get('arguments', ''), 80)})"
+                 for c in step.get("pending") or () if isinstance(c, dict)]
+        return "waiting for approval: " + ", ".join(calls)
     return None
 
 

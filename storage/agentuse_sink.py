@@ -24,6 +24,7 @@ from .events import (
     RunFailed,
     RunFinished,
     RunStarted,
+    RunSuspended,
     SubagentStarted,
     TextDelta,
     ToolFailed,
@@ -156,7 +157,9 @@ class AgentUseSink:
             ToolFailed: self._tool_failed, ToolFinished: self._tool_finished,
             RunFinished: self._run_finished, RunFailed: self._run_failed,
             Compacted: self._compacted, Handoff: self._handoff,
+            RunSuspended: self._run_suspended,
         }
+        self._suspended: _Scope | None = None  # the exchange a suspended run left open
 
     def handle(self, event: Event) -> None:
         handler = self._handlers.get(type(event))
@@ -197,6 +200,14 @@ class AgentUseSink:
                 scope.session.write_tools(scope.tools_json)
 
     def _run_started(self, event: RunStarted) -> None:
+        suspended, self._suspended = self._suspended, None
+        if event.resumed:
+            suspended = suspended or self._suspended_on_disk(event)
+            if suspended is not None:
+                # The same exchange goes on, its pending calls with it (AgentUse's resume).
+                self._scopes[event.scope] = suspended
+                suspended.session.set_status("running", at=event.at)
+                return
         self._writes.flush()  # an earlier run's session.json, if still pending
         if (self.session_dir / "session.json").exists():
             session = AgentUseSession.open(self.session_dir, self._writes)
@@ -289,6 +300,11 @@ class AgentUseSink:
 
     def _tool_started(self, event: ToolStarted) -> None:
         scope = self._scopes[event.scope]
+        waiting = scope.tools.get(event.call_id)
+        if waiting is not None:  # a call that waited for approval: its part goes on
+            waiting.start = event.at
+            waiting.part.update(state=waiting.state("running"))
+            return
         args = tool_input(event.arguments)
         part = scope.message.add_part("tool", callID=event.call_id, tool=event.tool_name,
                                       state={"status": "running", "input": args,
@@ -338,6 +354,45 @@ class AgentUseSink:
         """A subagent run ended: its summary goes into the parent's tool part."""
         if scope.parent_tool is not None:
             scope.parent_tool.set_subagent(scope.subagent_summary(at))
+
+    def _suspended_on_disk(self, event: RunStarted) -> _Scope | None:
+        """The exchange a run suspended by another process left open: the latest one, with
+        ``pending`` parts for the calls this run resumes (None if there is none)."""
+        if not (self.session_dir / "session.json").exists():
+            return None
+        self._writes.flush()
+        session = AgentUseSession.open(self.session_dir, self._writes)
+        message = AgentUseMessage.open_last(session)
+        if message is None:
+            return None
+        waiting = {call.call_id for call in event.pending}
+        scope = _Scope(session, message, agent_name=event.agent.name, started=event.at)
+        for part in message.open_parts("tool"):
+            state = part.fields.get("state")
+            if part.fields.get("callID") in waiting and isinstance(state, dict) \
+                    and state.get("status") == "pending":
+                scope.tools[part.fields["callID"]] = _Tool(
+                    part, state.get("input"), event.at,
+                    metadata={"resumePayload": state.get("resumePayload")})
+        return scope if scope.tools else None
+
+    def _run_suspended(self, event: RunSuspended) -> None:
+        """The run waits for approvals: the session is ``suspended`` and each waiting call
+        a ``pending`` tool part (AgentUse's shape); the exchange stays open for the
+        resume, which completes those same parts."""
+        scope = self._scopes.pop(event.scope)
+        for call in event.pending:
+            args = tool_input(call.arguments)
+            payload = {"kind": "tool_approval", "prompt": f"Approve {call.tool_name}?"}
+            part = scope.message.add_part("tool", callID=call.call_id, tool=call.tool_name,
+                                          state={"status": "pending", "input": args,
+                                                 "suspendedAt": event.at,
+                                                 "resumePayload": payload})
+            # resumed, the part keeps the payload in state.metadata, as AgentUse does
+            scope.tools[call.call_id] = _Tool(part, args, event.at,
+                                              metadata={"resumePayload": payload})
+        scope.session.set_status("suspended", at=event.at)
+        self._suspended = scope
 
     def _run_finished(self, event: RunFinished) -> None:
         scope = self._scopes.pop(event.scope)

@@ -90,12 +90,13 @@ class AgentUsePart:
     """
 
     def __init__(self, message: AgentUseMessage, fields: dict[str, Any],
-                 part_id: str | None = None) -> None:
+                 part_id: str | None = None, *, save: bool = True) -> None:
         self.id = part_id or new_ulid()
         self.message = message
         self.fields = fields
         self.path = message.directory / "part" / f"{self.id}.json"
-        self.save()
+        if save:
+            self.save()
 
     @property
     def document(self) -> dict[str, Any]:
@@ -148,6 +149,36 @@ class AgentUseMessage:
         sort before the parts added from now on (a streamed call's reasoning, which
         arrives after the text it led to). An id not used is simply never written."""
         return [new_ulid() for _ in range(count)]
+
+    @classmethod
+    def open_last(cls, session: AgentUseSession) -> AgentUseMessage | None:
+        """The session's latest exchange, to go on with (None if it has none)."""
+        from .agentuse_reader import read_json_object
+
+        names = sorted(entry.name for entry in session.directory.iterdir()
+                       if entry.is_dir() and (entry / "message.json").is_file())
+        if not names:
+            return None
+        directory = safe_join(session.directory, names[-1])
+        return cls(session, read_json_object(directory / "message.json"), directory)
+
+    def open_parts(self, part_type: str) -> list[AgentUsePart]:
+        """This exchange's parts of ``part_type`` already on disk, in id order."""
+        from .agentuse_reader import read_json_object
+
+        directory = self.directory / "part"
+        if not directory.is_dir():
+            return []
+        self._part_dir_made = True
+        parts = []
+        for path in sorted(directory.glob("*.json")):
+            document = read_json_object(path)
+            if document.get("type") == part_type:
+                fields = {k: v for k, v in document.items()
+                          if k not in ("id", "sessionID", "messageID")}
+                parts.append(AgentUsePart(self, fields, str(document.get("id") or path.stem),
+                                          save=False))
+        return parts
 
     def set_model(self, model: str) -> None:
         """``modelID`` (``provider:model``) and ``providerID`` of the exchange's answer (the

@@ -20,9 +20,11 @@ __all__ = [
     "Handoff",
     "ModelCallFinished",
     "ModelCallStarted",
+    "PendingCall",
     "RunFailed",
     "RunFinished",
     "RunStarted",
+    "RunSuspended",
     "Sink",
     "SubagentStarted",
     "TextDelta",
@@ -100,12 +102,32 @@ class Event:
 
 
 @dataclass(frozen=True)
+class PendingCall:
+    """A tool call waiting for a human's approval (``needs_approval``)."""
+
+    call_id: str
+    tool_name: str
+    arguments: str  # the raw JSON arguments string
+
+
+@dataclass(frozen=True)
 class RunStarted(Event):
-    """A recorded run begins: the user's input reaches the first agent."""
+    """A recorded run begins: the user's input reaches the first agent; or, ``resumed``,
+    a suspended run goes on with the human's decisions on its ``pending`` calls."""
 
     agent: AgentInfo
     user_input: Any  # a string or a list of input items, as given to the Runner
     user_text: str  # the input as one string (message.json's task)
+    resumed: bool = False
+    pending: tuple[PendingCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunSuspended(Event):
+    """The run stopped to wait for a human's approval of ``pending`` tool calls."""
+
+    pending: tuple[PendingCall, ...]
+    model: str
 
 
 @dataclass(frozen=True)

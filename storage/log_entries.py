@@ -30,6 +30,7 @@ __all__ = [
     "step",
     "step_failed",
     "step_of",
+    "suspended",
     "text",
     "tool_failure",
     "user_message",
@@ -65,14 +66,22 @@ def compaction(fields: dict[str, Any], timestamp: str | None = None) -> dict[str
     return {"kind": "compaction", **fields, "timestamp": timestamp or iso_ms()}
 
 
+def suspended(pending: list[dict[str, Any]], timestamp: str | None = None) -> dict[str, Any]:
+    """``{"kind":"suspended","pending":[{callId, toolName, arguments}],"timestamp":...}``: the
+    run stopped to wait for a human's approval of these calls. The turn stays open (no
+    ``final_result``); the resumed run's steps and ``final_result`` close it."""
+    return {"kind": "suspended", "pending": pending, "timestamp": timestamp or iso_ms()}
+
+
 def step_of(kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
-    """The step a log line stands for: a ``step``'s ``stepResult``, a ``compaction`` line
-    as a step of type ``compaction`` (so did sessiontape 0.2.0 write it); None for others."""
+    """The step a log line stands for: a ``step``'s ``stepResult``, a ``compaction`` or
+    ``suspended`` line as a step of that type (sessiontape 0.2.0 wrote a ``compaction``
+    step); None for others."""
     if kind == "step":
         result = data.get("stepResult")
         return result if isinstance(result, dict) else None
-    if kind == "compaction":
-        return {"type": "compaction",
+    if kind in ("compaction", "suspended"):
+        return {"type": kind,
                 **{key: value for key, value in data.items()
                    if key not in ("kind", "timestamp")}}
     return None

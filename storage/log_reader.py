@@ -139,7 +139,7 @@ def group_turns(entries: Iterable[LogEntry]) -> list[Turn]:
             if current is not None:
                 turns.append(_close(current))
             current = Turn(entry.data.get("userInput"), started=entry.timestamp)
-        elif entry.kind in ("step", "final_result", "compaction"):
+        elif entry.kind in ("step", "final_result", "compaction", "suspended"):
             if current is None:  # a log that starts mid-turn
                 current = Turn(None, started=entry.timestamp)
             step = step_of(entry.kind, entry.data)

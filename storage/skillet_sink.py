@@ -28,6 +28,7 @@ from .events import (
     RunFailed,
     RunFinished,
     RunStarted,
+    RunSuspended,
     TextDelta,
     ToolFailed,
     ToolFinished,
@@ -74,7 +75,7 @@ class SkilletLogSink:
             ModelCallFinished: self._model_call_finished, ToolStarted: self._tool_started,
             ToolFailed: self._tool_failed, ToolFinished: self._tool_finished,
             RunFinished: self._run_finished, RunFailed: self._run_failed,
-            Compacted: self._compacted,
+            Compacted: self._compacted, RunSuspended: self._run_suspended,
         }
 
     def handle(self, event: Event) -> None:
@@ -93,7 +94,16 @@ class SkilletLogSink:
 
     def _run_started(self, event: RunStarted) -> None:
         self._roots.add(event.scope)
-        self._lines.append(entry.user_message(event.user_input, _stamp(event.at)))
+        if not event.resumed:  # a resumed run goes on in the suspended run's turn
+            self._lines.append(entry.user_message(event.user_input, _stamp(event.at)))
+
+    def _run_suspended(self, event: RunSuspended) -> None:
+        if event.scope in self._roots:
+            self._roots.discard(event.scope)
+            self._forget_failures(event.scope)
+            self._lines.append(entry.suspended(
+                [{"callId": call.call_id, "toolName": call.tool_name,
+                  "arguments": call.arguments} for call in event.pending], _stamp(event.at)))
 
     def _agent_started(self, event: AgentStarted) -> None:
         self._step(event, entry.agent_start(event.agent_name))
