@@ -25,9 +25,19 @@ from sessiontape.storage.events import (
     ToolStarted,
 )
 from sessiontape.storage.ids import new_ulid
-from sessiontape.storage.json_style import safe_str
 
-from .describe import agent_info, model_name, response_content, response_usage
+from .describe import (
+    agent_info,
+    is_mcp_tool,
+    model_name,
+    note_tool_failure,
+    response_content,
+    response_usage,
+    take_tool_failure,
+    tool_output,
+    watch_mcp_servers,
+)
+from .sdk_compat import watch_handled_errors
 from .writer import WRITER
 
 if TYPE_CHECKING:
@@ -74,6 +84,7 @@ class RecorderHooks(RunHooks[Any]):
     @_guarded
     def on_agent_start(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:
         self.scope.agent = agent
+        watch_mcp_servers(agent)  # an MCP tool's isError result is noted on its ToolContext
         self._emit(AgentStarted, agent_name=agent.name)
 
     @_guarded
@@ -91,6 +102,7 @@ class RecorderHooks(RunHooks[Any]):
                      system_prompt: str | None, input_items: list[Any]) -> None:
         self.scope.settle_pending(input_items)
         self._emit(ModelCallStarted, agent_name=agent.name)
+        self.scope.list_mcp_tools(agent)  # listed by the SDK for this turn, just before
 
     @_guarded
     def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any],
@@ -111,6 +123,8 @@ class RecorderHooks(RunHooks[Any]):
             self.scope.untracked.setdefault(tool.name, []).append(call_id)
         self.scope.open_call(call_id)
         self.scope.pending.pop(call_id, None)  # approved: it runs
+        if is_mcp_tool(tool):  # the SDK reports an MCP tool's exception to no hook
+            watch_handled_errors(tool, note_tool_failure)
         self._emit(ToolStarted, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
                    arguments=arguments)
 
@@ -122,6 +136,9 @@ class RecorderHooks(RunHooks[Any]):
         else:  # the id made up in on_tool_start (oldest first for the same tool)
             pending = self.scope.untracked.get(tool.name)
             call_id = pending.pop(0) if pending else ""
+        failure = take_tool_failure(context)  # an MCP tool's error result or exception
+        if failure is not None:
+            self.scope.tool_failed(call_id, failure)
         self.scope.close_call(call_id)
         self._emit(ToolFinished, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
-                   output=result if isinstance(result, str) else safe_str(result))
+                   output=tool_output(context, tool, result))

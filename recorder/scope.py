@@ -30,13 +30,15 @@ from sessiontape.storage.events import (
     TextDelta,
     ToolFailed,
     ToolFinished,
+    ToolInfo,
+    ToolsListed,
     ToolStarted,
 )
 from sessiontape.storage.ids import new_ulid
 from sessiontape.storage.items import output_text
 from sessiontape.storage.json_style import safe_str, value_text
 
-from .describe import agent_info, model_name, user_text
+from .describe import agent_info, mcp_tools, model_name, user_text
 from .hooks import RecorderHooks, now_ms
 
 if TYPE_CHECKING:
@@ -201,6 +203,7 @@ class RunScope:
         self.calls: dict[str, RunScope] = {}  # open tool calls of the whole tree (root only)
         self.call_id = ""  # the parent's tool call that started a nested run
         self.untracked: dict[str, list[str]] = {}  # made-up call ids of tools with no ToolContext
+        self.mcp_listed: dict[str, tuple[ToolInfo, ...]] = {}  # MCP tools reported, by agent
         self.pending: dict[str, PendingCall] = {}  # a resumed run's calls awaiting a decision
         self.ended = False
         self.hooks = RecorderHooks(self)
@@ -247,6 +250,17 @@ class RunScope:
         scope = RunScope(self.recorder, parent=owner, streamed=streamed, run_config=run_config)
         scope.call_id = context.tool_call_id
         return scope
+
+    def list_mcp_tools(self, agent: Agent[Any]) -> None:
+        """The agent's MCP tools as the SDK listed them for this turn (it lists them just
+        before ``on_llm_start``; read from the servers' copy, no request): a ToolsListed
+        when they are new to this run or changed, so that ``tools.json`` has them."""
+        if not agent.mcp_servers:
+            return
+        tools = mcp_tools(agent)
+        if tools and self.mcp_listed.get(agent.name) != tools:
+            self.mcp_listed[agent.name] = tools
+            self.submit(ToolsListed(self.id, now_ms(), agent.name, tools))
 
     def tool_failed(self, call_id: str, error: BaseException) -> None:
         owner = self.root.calls.get(call_id, self)

@@ -7,12 +7,14 @@ upgrade that moves one of them fails one test instead of recording silently wron
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
 
 from agents.run import AgentRunner
 
-__all__ = ["SDK_VERSION", "cancel_requested", "missing", "run_sync_with", "stored_exception"]
+__all__ = ["SDK_VERSION", "cancel_requested", "missing", "prefixed_mcp_tool_names",
+           "run_sync_with", "stored_exception", "watch_handled_errors"]
 
 SDK_VERSION = version("openai-agents")
 
@@ -40,13 +42,73 @@ def run_sync_with(runner: Any, starting_agent: Any, input: Any, kwargs: dict[str
     return AgentRunner._run_sync_impl(runner, starting_agent, input, **kwargs)
 
 
+def prefixed_mcp_tool_names(batches: list[tuple[int, Any, list[Any]]],
+                            reserved: set[str]) -> dict[tuple[int, int], str]:
+    """The names the SDK gives MCP tools under ``include_server_in_tool_names``, by (server
+    index, tool index), from its own allocation (``MCPUtil``'s private
+    ``_build_prefixed_tool_name_overrides``); {} if this SDK lacks it or it fails."""
+    from agents.mcp import MCPUtil
+
+    build = getattr(MCPUtil, "_build_prefixed_tool_name_overrides", None)
+    if build is None:
+        return {}
+    try:
+        names = build(batches, reserved_names=reserved)
+    except Exception:
+        return {}
+    return names if isinstance(names, dict) else {}
+
+
+def watch_handled_errors(tool: Any, note: Callable[[Any, BaseException], None]) -> bool:
+    """Have a ``FunctionTool``'s invoker call ``note(tool_context, exception)`` whenever it
+    turns an exception of the tool into a message for the model (its failure function).
+
+    The SDK tells ``tool_error_formatter`` of such an exception only for a tool on the
+    default failure function; the tools it makes of an MCP server's are given the agent's
+    (or the server's) failure function explicitly, so an MCP tool that raises (a server
+    that died, a transport error) reaches hooks as an ordinary result. The hook is the
+    invoker's private ``_on_handled_error``: it gets the exception and the call's
+    ToolContext after the failure function ran, and what it did before (trace, log) it
+    still does. Only ``tool``'s own invoker changes: the SDK makes MCP tools afresh for
+    every turn. False when it cannot be done (another invoker, or already done).
+    """
+    invoker = getattr(tool, "on_invoke_tool", None)
+    handled = getattr(invoker, "_on_handled_error", None)
+    if not callable(handled) or getattr(handled, "sessiontape_note", None) is not None:
+        return False
+
+    def on_handled_error(function_tool: Any, error: Exception, input_json: str,
+                         context: Any) -> None:
+        note(context, error)
+        handled(function_tool, error, input_json, context)
+
+    on_handled_error.sessiontape_note = note  # type: ignore[attr-defined]
+    invoker._on_handled_error = on_handled_error  # type: ignore[union-attr]
+    return True
+
+
 def missing() -> list[str]:
     """The private SDK names this module needs that this SDK version does not have."""
+    import agents.tool
+    from agents.mcp import MCPUtil
     from agents.result import RunResultStreaming
 
-    wanted = [(AgentRunner, "_run_sync_impl")]
+    # MCPUtil's: the names the SDK gives MCP tools with include_server_in_tool_names
+    # (describe.mcp_tools, for tools.json)
+    wanted = [(AgentRunner, "_run_sync_impl"), (MCPUtil, "_build_prefixed_tool_name_overrides")]
     fields = getattr(RunResultStreaming, "__dataclass_fields__", {})
     gaps = [f"{owner.__name__}.{name}" for owner, name in wanted if not hasattr(owner, name)]
     gaps += [f"RunResultStreaming.{name}" for name in ("_stored_exception", "_cancel_mode")
              if name not in fields]
+    invoker_type = getattr(agents.tool, "_FailureHandlingFunctionToolInvoker", None)
+    try:  # what the SDK wraps every MCP tool's invocation in (watch_handled_errors)
+        probe = invoker_type(_never_called, _never_called)  # type: ignore[misc]
+    except Exception:
+        probe = None
+    if not callable(getattr(probe, "_on_handled_error", None)):
+        gaps.append("_FailureHandlingFunctionToolInvoker._on_handled_error")
     return gaps
+
+
+def _never_called(*args: Any) -> None:
+    """A stand-in for the callables of :func:`missing`'s probe invoker."""

@@ -29,6 +29,8 @@ from .events import (
     TextDelta,
     ToolFailed,
     ToolFinished,
+    ToolInfo,
+    ToolsListed,
     ToolStarted,
 )
 
@@ -126,10 +128,14 @@ class _Scope:
         return summary
 
 
-def _tools_json(agent: AgentInfo) -> list[dict[str, Any]]:
+def _tool_entries(tools: tuple[ToolInfo, ...]) -> list[dict[str, Any]]:
     return [{k: v for k, v in (("name", t.name), ("description", t.description),
                                ("inputSchema", t.input_schema)) if v is not None}
-            for t in agent.tools]
+            for t in tools]
+
+
+def _tools_json(agent: AgentInfo) -> list[dict[str, Any]]:
+    return _tool_entries(agent.tools)
 
 
 class AgentUseSink:
@@ -157,6 +163,7 @@ class AgentUseSink:
             ToolFailed: self._tool_failed, ToolFinished: self._tool_finished,
             RunFinished: self._run_finished, RunFailed: self._run_failed,
             Compacted: self._compacted, Handoff: self._handoff,
+            ToolsListed: self._tools_listed,
             RunSuspended: self._run_suspended,
         }
         self._suspended: _Scope | None = None  # the exchange a suspended run left open
@@ -198,6 +205,23 @@ class AgentUseSink:
             if added:
                 scope.tools_json = scope.tools_json + added
                 scope.session.write_tools(scope.tools_json)
+
+    def _tools_listed(self, event: ToolsListed) -> None:
+        """An agent's MCP tools as the SDK listed them during the run: a new one joins
+        ``tools.json``, a changed one (same name) replaces its entry; written if any did."""
+        scope = self._scopes[event.scope]
+        tools = list(scope.tools_json)
+        where = {tool.get("name"): index for index, tool in enumerate(tools)}
+        for entry in _tool_entries(event.tools):
+            index = where.get(entry["name"])
+            if index is None:
+                where[entry["name"]] = len(tools)
+                tools.append(entry)
+            else:
+                tools[index] = entry
+        if tools != scope.tools_json:
+            scope.tools_json = tools
+            scope.session.write_tools(tools)
 
     def _run_started(self, event: RunStarted) -> None:
         suspended, self._suspended = self._suspended, None

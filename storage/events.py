@@ -33,6 +33,7 @@ __all__ = [
     "ToolFinished",
     "ToolInfo",
     "ToolStarted",
+    "ToolsListed",
     "Usage",
 ]
 
@@ -193,6 +194,16 @@ class ToolStarted(Event):
     call_id: str
     tool_name: str
     arguments: str  # the raw JSON arguments string
+
+
+@dataclass(frozen=True)
+class ToolsListed(Event):
+    """The tools the SDK listed from an agent's MCP servers for a turn (not known before:
+    the SDK lists them at the start of each of the agent's turns); ``tools.json`` gets the
+    new ones and the changed ones."""
+
+    agent_name: str
+    tools: tuple[ToolInfo, ...]
 
 
 @dataclass(frozen=True)
