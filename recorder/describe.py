@@ -30,6 +30,7 @@ from openai.types.responses import (
 )
 
 from sessiontape.storage.events import AgentInfo, Tokens, ToolInfo, Usage
+from sessiontape.storage.items import content_text
 from sessiontape.storage.json_style import safe_str, value_text
 
 from .pricing import PriceTable, split_model
@@ -221,20 +222,6 @@ def take_tool_failure(context: Any) -> BaseException | None:
     return error if isinstance(error, BaseException) else None
 
 
-def _content_text(output: Any) -> str:
-    """The text of an MCP tool's model-visible output (a text or image item, or a list of
-    them): the texts joined by newlines, an item without text as ``[its type]``."""
-    items = output if isinstance(output, list) else [output]
-    texts = []
-    for item in items:
-        if isinstance(item, str):
-            texts.append(item)
-        elif isinstance(item, dict):
-            text = item.get("text")
-            texts.append(text if isinstance(text, str) else f"[{item.get('type')}]")
-    return "\n".join(texts)
-
-
 class _ErrorResultWatch:
     """An MCP server's ``custom_data_extractor`` that notes an ``isError`` result on the
     call's ToolContext, then returns what the server's own extractor (if any) returns.
@@ -250,7 +237,7 @@ class _ErrorResultWatch:
     def __call__(self, context: MCPToolCustomDataContext) -> Any:
         try:
             if context.is_error:
-                message = _content_text(context.tool_output) or "(no content)"
+                message = content_text(context.tool_output) or "(no content)"
                 note_tool_failure(context.run_context, MCPToolError(message))
         except Exception:
             pass
