@@ -15,14 +15,26 @@ from agents import (
     InputGuardrailTripwireTriggered,
     OutputGuardrailTripwireTriggered,
     RunHooks,
+    Usage,
     UserError,
     function_tool,
     input_guardrail,
     output_guardrail,
 )
+from agents.testing import ModelStep
 from harness import cli_environ, run_cli
 from pydantic import BaseModel
-from scripted import call, final, model, read_session, read_turns, run_agent, run_way, tools_step
+from scripted import (
+    call,
+    final,
+    message,
+    model,
+    read_session,
+    read_turns,
+    run_agent,
+    run_way,
+    tools_step,
+)
 
 from sessiontape import Recorder
 
@@ -138,3 +150,19 @@ def test_a_guardrail_tripwire_is_recorded_with_its_name_and_what_it_found(
     assert info["status"] == "error" and info["error"]["message"] == expected
     [turn] = read_turns(rec)
     assert turn.complete and turn.text.endswith(expected)
+
+
+def test_a_model_that_reports_no_usage_is_recorded_with_zero_tokens() -> None:
+    """A provider that sends no usage (the SDK's empty Usage): the run is unchanged, the
+    model call is recorded with zero tokens and no cost, and nothing is an error."""
+    rec = Recorder(session_name="no-usage")
+    agent = Agent(name="A", model=model(ModelStep(output=[message("fine")], usage=Usage())))
+    assert asyncio.run(run_agent(rec, agent, "hi", streamed=False)) == "fine"
+    assert rec.errors == 0
+    [exchange] = read_session(rec).messages
+    [finish] = [p for p in exchange.parts if p["type"] == "step-finish"]
+    assert finish["cost"] == 0
+    assert finish["tokens"] == {"input": 0, "output": 0, "reasoning": 0,
+                                "cache": {"read": 0, "write": 0}}
+    [turn] = read_turns(rec)
+    assert turn.complete and turn.text == "fine"
