@@ -98,9 +98,13 @@ class _Turns:
         with self._lock:
             while self._waiting:
                 waiter = self._waiting.popleft()
-                if not waiter.done():
+                if waiter.done():
+                    continue
+                try:
                     waiter.get_loop().call_soon_threadsafe(self._hand, waiter)
-                    return
+                except RuntimeError:  # its event loop is closed: nobody waits there
+                    continue
+                return
             self.busy = False
 
     def _hand(self, waiter: asyncio.Future[None]) -> None:
