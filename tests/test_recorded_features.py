@@ -146,10 +146,14 @@ def test_a_guardrail_tripwire_is_recorded_with_its_name_and_what_it_found(
                 else 'output guardrail no_passwords tripped: {"found":"password"}')
     with pytest.raises((InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered)):
         asyncio.run(run_agent(rec, agent, "tell me", streamed=streamed))
-    info = read_session(rec).info
-    assert info["status"] == "error" and info["error"]["message"] == expected
+    session = read_session(rec)
+    assert session.info["status"] == "error" and session.info["error"]["message"] == expected
     [turn] = read_turns(rec)
     assert turn.complete and turn.text.endswith(expected)
+    # what the model wrote before the tripwire is in both layouts alike
+    tree_text = "".join(p["text"] for p in session.messages[0].parts if p["type"] == "text")
+    log_text = "".join(s["text"] for s in turn.steps if s["type"] == "text")
+    assert tree_text == log_text
 
 
 def test_a_model_that_reports_no_usage_is_recorded_with_zero_tokens() -> None:
