@@ -69,6 +69,7 @@ class SkilletLogSink:
         self._lines: list[dict[str, Any]] = []  # this batch's lines, until flush()
         self._failures: dict[tuple[str, str], str] = {}  # failed calls whose end is to come
         self._ends: dict[tuple[str, str], dict[str, Any]] = {}  # this batch's tool ends
+        self._streamed: dict[tuple[str, str], int] = {}  # text streamed so far, by call item
         self._handlers = {
             RunStarted: self._run_started, AgentStarted: self._agent_started,
             AgentEnded: self._agent_ended, Handoff: self._handoff, TextDelta: self._text_delta,
@@ -117,12 +118,19 @@ class SkilletLogSink:
     def _text_delta(self, event: TextDelta) -> None:
         if event.scope in self._roots and event.text:
             self._step(event, entry.text(event.text))
+            key = (event.scope, event.item_id or "")
+            self._streamed[key] = self._streamed.get(key, 0) + len(event.text)
 
     def _model_call_finished(self, event: ModelCallFinished) -> None:
-        if event.scope in self._roots and not event.streamed:
-            for _, text in event.texts:
-                if text:
-                    self._step(event, entry.text(text))
+        """The call's text: all of it for a call that was not streamed; for a streamed one,
+        what its deltas did not bring (a run that stopped before the consumer read them:
+        a tripwire, a cancel), so that the log holds what the model wrote, as the tree."""
+        if event.scope not in self._roots:
+            return
+        for item_id, text in event.texts:
+            seen = self._streamed.pop((event.scope, item_id or ""), 0) if event.streamed else 0
+            if text[seen:]:
+                self._step(event, entry.text(text[seen:]))
 
     def _tool_started(self, event: ToolStarted) -> None:
         self._step(event, entry.agent_tool_start(event.agent_name, event.tool_name,
@@ -145,9 +153,12 @@ class SkilletLogSink:
 
     def _forget_failures(self, scope: str) -> None:
         """A run ended: failures of its calls that never got an end (the run failed
-        with the call open, or the end was written already) are dropped."""
+        with the call open, or the end was written already) are dropped, and so is what
+        it streamed of a call that never finished."""
         for key in [key for key in self._failures if key[0] == scope]:
             del self._failures[key]
+        for key in [key for key in self._streamed if key[0] == scope]:
+            del self._streamed[key]
 
     def _compacted(self, event: Compacted) -> None:
         """A ``compaction`` line in the turn (a line of its own kind, which skilled_crew skips)."""
