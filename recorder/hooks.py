@@ -123,7 +123,7 @@ class RecorderHooks(RunHooks[Any]):
             self.scope.untracked.setdefault(tool.name, []).append(call_id)
         self.scope.open_call(call_id)
         self.scope.pending.pop(call_id, None)  # approved: it runs
-        if is_mcp_tool(tool):  # the SDK reports an MCP tool's exception to no hook
+        if agent.mcp_servers and is_mcp_tool(tool):  # the SDK tells no hook of its exception
             watch_handled_errors(tool, note_tool_failure)
         self._emit(ToolStarted, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
                    arguments=arguments)
