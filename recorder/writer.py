@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import os
 import queue
 import threading
 from typing import Protocol
@@ -114,7 +113,6 @@ class EventWriter:
                 waiter.get_loop().call_soon_threadsafe(_wake, waiter)
 
     def _drain(self) -> None:
-        _lower_priority()
         while True:
             batch = [self._queue.get()]
             if not isinstance(batch[0][1], (_Flush, _Stop)):
@@ -193,19 +191,6 @@ class EventWriter:
         marker = self._put_flush()
         if not marker.done.is_set():
             await asyncio.get_running_loop().run_in_executor(None, marker.done.wait)
-
-
-def _lower_priority() -> None:
-    """Make the calling thread (the writer) yield the CPU to the run it records: ten steps
-    nicer than the process (Linux schedules each thread on its own; elsewhere, or when
-    not allowed, nothing changes)."""
-    native_id = getattr(threading, "get_native_id", None)
-    if native_id is None or not hasattr(os, "setpriority"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        thread = native_id()
-        os.setpriority(os.PRIO_PROCESS, thread,
-                       min(19, os.getpriority(os.PRIO_PROCESS, thread) + 10))
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
