@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agents import Agent, ModelResponse, RunContextWrapper, RunHooks, Tool
@@ -29,7 +30,6 @@ from sessiontape.storage.ids import new_ulid
 from .describe import (
     agent_info,
     is_mcp_tool,
-    model_name,
     note_tool_failure,
     response_content,
     response_usage,
@@ -37,17 +37,38 @@ from .describe import (
     tool_output,
     watch_mcp_servers,
 )
+from .pricing import PriceTable
 from .sdk_compat import watch_handled_errors
 from .writer import WRITER
 
 if TYPE_CHECKING:
     from .scope import RunScope
 
-__all__ = ["RecorderHooks", "now_ms"]
+__all__ = ["ModelResponded", "RecorderHooks", "model_call_finished", "now_ms"]
 
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class ModelResponded(Event):
+    """``on_llm_end`` as it came: the response is read on the writer thread
+    (:func:`model_call_finished`, in ``Recorder.prepare``), not on the event loop."""
+
+    agent_name: str
+    model: str
+    response: Any  # the SDK's ModelResponse
+    streamed: bool
+
+
+def model_call_finished(event: ModelResponded, prices: PriceTable) -> ModelCallFinished:
+    """The model call's reasoning, texts, tokens and cost, read off its response."""
+    reasoning, texts = response_content(event.response)
+    return ModelCallFinished(event.scope, event.at, agent_name=event.agent_name,
+                             model=event.model,
+                             usage=response_usage(event.response, event.model, prices),
+                             reasoning=reasoning, texts=texts, streamed=event.streamed)
 
 
 def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -107,12 +128,10 @@ class RecorderHooks(RunHooks[Any]):
     @_guarded
     def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any],
                    response: ModelResponse) -> None:
-        model = model_name(agent, self.scope.run_config)
+        model = self.scope.model_of(agent)
         self.scope.model = model
-        reasoning, texts = response_content(response)
-        usage = response_usage(response, model, self.scope.recorder.prices)
-        self._emit(ModelCallFinished, agent_name=agent.name, model=model, usage=usage,
-                   reasoning=reasoning, texts=texts, streamed=self.scope.streamed)
+        self._emit(ModelResponded, agent_name=agent.name, model=model, response=response,
+                   streamed=self.scope.streamed)
 
     @_guarded
     def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:

@@ -29,7 +29,7 @@ from sessiontape.storage.replay_log import ReplayLog
 from sessiontape.storage.skillet_sink import SkilletLogSink
 from sessiontape.storage.summarizers import Summarizer
 
-from .hooks import RecorderHooks
+from .hooks import ModelResponded, RecorderHooks, model_call_finished
 from .pricing import Price, PriceTable
 from .runner import chain_hooks, install
 from .scope import RunScope
@@ -467,11 +467,14 @@ class Recorder:
 
     def prepare(self, event: Event) -> Event:
         """The writer's stage before the sinks: set up the sinks a run lacks (their
-        files, the store's link and ``git`` stay off the event loop), then redaction,
-        when asked for."""
+        files, the store's link and ``git`` stay off the event loop), read a model call's
+        response (its texts, tokens and cost: off the loop too), then redaction, when
+        asked for."""
         if not self._sinks_tried:
             agent = getattr(event, "agent", None)
             self._ensure_sinks(agent.name if agent is not None else "agent")
+        if isinstance(event, ModelResponded):
+            event = model_call_finished(event, self.prices)
         return self.redactor.value(event) if self.redactor is not None else event
 
     def report(self, error: BaseException, *, in_hook: bool = False) -> None:

@@ -205,6 +205,7 @@ class RunScope:
         self.untracked: dict[str, list[str]] = {}  # made-up call ids of tools with no ToolContext
         self.mcp_listed: dict[str, tuple[ToolInfo, ...]] = {}  # MCP tools reported, by agent
         self.pending: dict[str, PendingCall] = {}  # a resumed run's calls awaiting a decision
+        self._models: dict[int, str] = {}  # model names by agent (id), worked out once
         self.ended = False
         self.hooks = RecorderHooks(self)
 
@@ -270,6 +271,13 @@ class RunScope:
     def text_delta(self, item_id: str, text: str) -> None:
         name = self.agent.name if self.agent is not None else ""
         self.submit(TextDelta(self.id, now_ms(), name, item_id, text))
+
+    def model_of(self, agent: Agent[Any]) -> str:
+        """The agent's model name in this run (``provider:model``), worked out once."""
+        model = self._models.get(id(agent))
+        if model is None:
+            model = self._models[id(agent)] = model_name(agent, self.run_config)
+        return model
 
     def settle_pending(self, input_items: list[Any]) -> None:
         """A resumed run is about to call the model: the calls waiting for approval that

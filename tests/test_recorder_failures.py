@@ -315,12 +315,14 @@ def test_a_failing_hook_does_not_touch_the_run(monkeypatch: pytest.MonkeyPatch,
     assert tool_parts(session.messages[0])["c_hook"]["state"]["output"] == "2"
     assert parts(session.messages[0], "step-finish") == []
 
-    # strict: the hook's error is raised at once, and is what the caller gets
+    # strict: the response is read on the writer thread (no time on the event loop), so
+    # its failure is raised after the run, as every writer-side error is
     strict = Recorder(session_name="bad-hook-strict", strict=True)
-    agent = Agent(name="A", model=model(final("never seen")))
-    with pytest.raises(ValueError, match="bad usage object"):
+    agent = Agent(name="A", model=model(final("fine")))
+    with pytest.raises(RecorderError, match="bad usage object") as raised:
         asyncio.run(strict.run(agent, "hi"))
-    assert read_session(strict).info["status"] == "error"
+    assert isinstance(raised.value.__cause__, ValueError)
+    assert read_session(strict).info["status"] == "completed"
 
 
 @STREAMED
@@ -353,3 +355,18 @@ def test_a_linked_directory_without_session_json_is_used_whatever_the_agent() ->
     session = load_session(linked)
     assert session.info["agent"]["name"] == "Second agent"
     assert [m.info["user"]["prompt"]["task"] for m in session.messages] == ["hi"]
+
+
+def test_strict_mode_raises_a_hooks_own_error_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a hook does on the event loop and fails at is raised there in strict mode, and
+    is what the caller gets; the run is recorded as failed with it."""
+    from sessiontape.scope import RunScope
+
+    def broken_model_of(self: Any, agent: Any) -> str:
+        raise ValueError("no model name")
+
+    monkeypatch.setattr(RunScope, "model_of", broken_model_of)
+    strict = Recorder(session_name="hook-strict", strict=True)
+    with pytest.raises(ValueError, match="no model name"):
+        asyncio.run(strict.run(Agent(name="A", model=model(final("never seen"))), "hi"))
+    assert read_session(strict).info["status"] == "error"
