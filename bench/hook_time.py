@@ -63,9 +63,18 @@ from typing import Any
 from agents import Agent, RunHooks, Runner
 from agents.lifecycle import RunHooksBase
 from agents.result import RunResultStreaming
-from agents.testing import ModelStep, assistant_message, function_call
+from agents.testing import ModelStep, function_call
 from openai.types.responses import ResponseTextDeltaEvent
-from recording_overhead import PRICES, USER_ID, LeanScriptedModel, lookup, point_env_at, usage
+from recording_overhead import (
+    FINAL_TEXT,
+    PRICES,
+    USER_ID,
+    LeanScriptedModel,
+    lookup,
+    point_env_at,
+    usage,
+)
+from recording_overhead import script as overhead_script
 
 import sessiontape.hooks
 import sessiontape.runner
@@ -80,7 +89,6 @@ from sessiontape.storage.paths import SkilletPaths
 TARGET_US = 20.0
 WARM_UP_CALLS = 20
 PROMPT = "Look up every record, one call at a time, then say how many there were."
-FINAL_TEXT = "Done: all records looked up, every one of them answered ok."
 HOOK_NAMES = [name for name in vars(RunHooksBase) if name.startswith("on_")]
 TEXT_DELTA = "text delta (check + text_delta)"
 OTHER_EVENT = "other stream event (check)"
@@ -96,18 +104,10 @@ WARM = " (warm replay)"
 def script(calls: int) -> list[ModelStep]:
     """A handoff to ``ledger``, then ``calls`` steps of a sentence and one tool call, then
     the answer; every id unique."""
-    steps = [ModelStep(output=[function_call("transfer_to_ledger", {}, call_id="call_handoff",
-                                             item_id="fc_handoff")],
-                       usage=usage(0), response_id="resp_handoff")]
-    steps += [ModelStep(output=[assistant_message(f"Looking up record {n} of {calls} now.",
-                                                  item_id=f"msg_{n:05d}"),
-                                function_call("lookup", {"record": n}, call_id=f"call_{n:05d}",
-                                              item_id=f"fc_{n:05d}")],
-                        usage=usage(n), response_id=f"resp_{n:05d}")
-              for n in range(calls)]
-    steps.append(ModelStep(output=[assistant_message(FINAL_TEXT, item_id="msg_final")],
-                           usage=usage(calls), response_id="resp_final"))
-    return steps
+    return [ModelStep(output=[function_call("transfer_to_ledger", {}, call_id="call_handoff",
+                                            item_id="fc_handoff")],
+                      usage=usage(0), response_id="resp_handoff"),
+            *overhead_script(calls, say=True)]
 
 
 class WordStreamModel(LeanScriptedModel):

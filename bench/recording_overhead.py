@@ -50,6 +50,7 @@ from agents.testing import (
     function_call,
 )
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+from timing import median
 
 import sessiontape.storage.agentuse_writer
 from sessiontape import Price, Recorder
@@ -84,12 +85,14 @@ def usage(step: int) -> Usage:
                  output_tokens_details=OutputTokensDetails(reasoning_tokens=0))
 
 
-def script(calls: int) -> list[ModelStep]:
-    """``calls`` steps that call the tool once each, then the answer; every id unique."""
-    steps = [ModelStep(output=[function_call("lookup", {"record": n}, call_id=f"call_{n:05d}",
-                                             item_id=f"fc_{n:05d}")],
-                       usage=usage(n), response_id=f"resp_{n:05d}")
-             for n in range(calls)]
+def script(calls: int, say: bool = False) -> list[ModelStep]:
+    """``calls`` steps that call the tool once each (``say``: after a sentence), then the
+    answer; every id unique."""
+    steps = [ModelStep(output=[
+        *([assistant_message(f"Looking up record {n} of {calls} now.", item_id=f"msg_{n:05d}")]
+          if say else []),
+        function_call("lookup", {"record": n}, call_id=f"call_{n:05d}", item_id=f"fc_{n:05d}")],
+        usage=usage(n), response_id=f"resp_{n:05d}") for n in range(calls)]
     steps.append(ModelStep(output=[assistant_message(FINAL_TEXT, item_id="msg_final")],
                            usage=usage(calls), response_id="resp_final"))
     return steps
@@ -238,11 +241,6 @@ async def recorded(directory: Path, calls: int) -> dict[str, float]:
     assert len(tool_parts) == calls, len(tool_parts)
     assert rec.log_path.read_bytes().count(b"\n") >= 2 * calls + 2
     return figures
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
 
 
 SIDES = {"sdk": sdk, "plain": plain, "recorded": recorded}
