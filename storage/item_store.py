@@ -68,6 +68,7 @@ BUSY_TIMEOUT_S = 30.0
 # Rows per INSERT statement: the three shared values plus one per item must
 # stay under SQLite's 32 766 host parameters.
 MAX_ROWS_PER_STATEMENT = 32_000
+MAX_SNAPSHOTS = 64  # pairs whose converted items a store keeps (see Snapshot)
 ORDER_ASC = "ORDER BY created_at, id"
 ORDER_DESC = "ORDER BY created_at DESC, id DESC"
 WHERE_PAIR = "WHERE user_id = ? AND session_name = ?"
@@ -422,7 +423,11 @@ class ItemStoreSession(SessionABC):
             items = self._decode(await self.store.execute(rows_sql, params))
         # Rows after the last one in order (an older created_at) would count as new.
         if limit is None and max_id == last_id:
-            self.store.snapshots[pair] = Snapshot(last_id, count, _joined(items))
+            snapshots = self.store.snapshots
+            snapshots.pop(pair, None)
+            if len(snapshots) >= MAX_SNAPSHOTS:  # the pair read longest ago goes
+                del snapshots[next(iter(snapshots))]
+            snapshots[pair] = Snapshot(last_id, count, _joined(items))
         elif limit is None:
             self.store.snapshots.pop(pair, None)
         return items

@@ -833,3 +833,20 @@ def test_items_read_are_the_callers_own(db: Path) -> None:
             got.append("more")
         assert items[0]["content"] == "one" and len(items[1]["summary"]) == 1
     run_store(body, db)
+
+
+def test_a_store_keeps_the_converted_items_of_a_bounded_number_of_pairs(db: Path) -> None:
+    """Full reads of many conversations through one store keep at most MAX_SNAPSHOTS of
+    them converted (the oldest read goes first), and every read stays exact."""
+    from sessiontape.storage.item_store import MAX_SNAPSHOTS
+
+    async def body(store: ItemStore) -> None:
+        names = [f"s{n}" for n in range(MAX_SNAPSHOTS + 5)]
+        for name in names:
+            session = store.session(USER, name)
+            await session.add_items([msg(name)])
+            assert await session.get_items() == [msg(name)]
+        assert len(store.snapshots) == MAX_SNAPSHOTS
+        assert (USER, names[0]) not in store.snapshots and (USER, names[-1]) in store.snapshots
+        assert await store.session(USER, names[0]).get_items() == [msg(names[0])]
+    run_store(body, db)
