@@ -37,6 +37,7 @@ import gc
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,9 @@ from agents.testing import (
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from timing import median
 
-import sessiontape.storage.agentuse_writer
 from sessiontape import Price, Recorder
 from sessiontape.storage.compaction import archived_items
+from sessiontape.storage.file_writes import WORKER as FILE_WORKER
 from sessiontape.storage.item_store import ItemStore
 from sessiontape.storage.paths import SkilletPaths
 from sessiontape.storage.summarizers import is_summary
@@ -124,32 +125,44 @@ def point_env_at(directory: Path) -> None:
 
 
 class CountedWrites:
-    """Counts the AgentUse files the writer thread writes (each an atomic rewrite)."""
+    """Counts the AgentUse files the writer thread hands to the file-writing helper (each an
+    atomic rewrite)."""
 
     def __init__(self) -> None:
         self.count = 0
-        self._write = sessiontape.storage.agentuse_writer.atomic_write
+        self._write = FILE_WORKER.write
 
     def __enter__(self) -> CountedWrites:
-        sessiontape.storage.agentuse_writer.atomic_write = self._counted  # type: ignore[assignment]
+        FILE_WORKER.write = self._counted  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        sessiontape.storage.agentuse_writer.atomic_write = self._write  # type: ignore[assignment]
+        FILE_WORKER.write = self._write  # type: ignore[method-assign]
 
-    def _counted(self, path: Path, data: bytes) -> None:
-        self.count += 1
-        self._write(path, data)
+    def _counted(self, files: Sequence[tuple[Path, bytes]]) -> None:
+        self.count += len(files)
+        self._write(files)
+
+
+def cpu_seconds(stat: Path) -> float:
+    """User + system CPU seconds in a /proc stat file (Linux; else nan)."""
+    try:
+        fields = stat.read_text().rpartition(")")[2].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def writer_cpu() -> float:
-    """CPU seconds (user + system) used so far by sessiontape's writer thread (Linux; else nan)."""
+    """CPU seconds used so far by sessiontape's writer thread."""
     tid = getattr(getattr(WRITER, "_thread", None), "native_id", None)
-    try:
-        fields = Path(f"/proc/self/task/{tid}/stat").read_text().rpartition(")")[2].split()
-    except (OSError, TypeError):
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(Path(f"/proc/self/task/{tid}/stat"))
+
+
+def helper_cpu() -> float:
+    """CPU seconds used so far by the file-writing helper process (0 when none runs)."""
+    pid = FILE_WORKER.pid
+    return 0.0 if pid is None else cpu_seconds(Path(f"/proc/{pid}/stat"))
 
 
 async def timed(run: Any) -> tuple[dict[str, float], Any]:
@@ -221,10 +234,11 @@ async def recorded(directory: Path, calls: int) -> dict[str, float]:
     rec.flush_after_run = timed_flush  # type: ignore[method-assign]
     try:
         await rec.flush()  # starts the writer thread, if need be, before the timed run
-        cpu = writer_cpu()
+        cpu, helper = writer_cpu(), helper_cpu()
         with CountedWrites() as writes:
             figures, result = await timed(lambda: rec.run(agent, PROMPT, max_turns=calls + 10))
         figures["writer_cpu"] = writer_cpu() - cpu
+        figures["helper_cpu"] = helper_cpu() - helper
         figures["files_written"] = writes.count
         figures.update(flush)
         check_result(result, calls)
@@ -309,6 +323,7 @@ def report(figures: dict[str, dict[str, float]], calls: int) -> list[tuple[str, 
         ("CPU, event-loop thread", *seconds("loop_cpu"), *ratios("loop_cpu")),
         ("CPU, whole process", *seconds("cpu"), *ratios("cpu")),
         ("  of which writer thread", "-", "-", f"{ours['writer_cpu']:.2f} s", "", ""),
+        ("CPU, file-writing helper process", "-", "-", f"{ours['helper_cpu']:.2f} s", "", ""),
         ("AgentUse file writes per tool call", "-", "-", f"{ours['files_written'] / calls:.2f}",
          f"{ours['files_written']:.0f} atomic rewrites", ""),
         ("flush at end (in wall time)", "-", "-", f"{ours['flush'] * 1e3:.1f} ms",

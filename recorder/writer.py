@@ -1,7 +1,8 @@
 """The one writer thread: hands events, in order, to their recorder's sinks.
 
 Hooks only put ``(target, event)`` on a queue (about a microsecond); all
-file and database work happens here, off the event loop. A sink's failure
+file and database work happens here, off the event loop (the AgentUse tree's
+files by way of a helper process: storage/file_writes.py). A sink's failure
 is reported to its target and never reaches the agent run.
 
 The thread works in batches: woken by an event, it waits up to
@@ -26,6 +27,7 @@ import threading
 from typing import Protocol
 
 from sessiontape.storage.events import Event, Sink
+from sessiontape.storage.file_writes import WORKER as FILE_WORKER
 
 __all__ = ["BATCH_WINDOW", "EXIT_FLUSH_TIMEOUT", "HIGH_WATER", "LOW_WATER", "MAX_BATCH", "WRITER",
            "EventWriter", "Target"]
@@ -177,14 +179,16 @@ class EventWriter:
         return marker
 
     def close(self, timeout: float | None = None) -> None:
-        """Write everything queued, then end the thread and join it (a later event starts
-        a new one)."""
+        """Write everything queued, then end the thread and join it, and the file-writing
+        helper process it used (a later event starts new ones)."""
         thread = self._thread
         if thread is None or not thread.is_alive():
             return
         self._queue.put((None, _Stop()))
         self._hurry.set()
         thread.join(timeout)
+        if not thread.is_alive():
+            FILE_WORKER.close()
 
     async def aflush(self) -> None:
         """:meth:`flush` without blocking the event loop."""

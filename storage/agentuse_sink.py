@@ -33,6 +33,7 @@ from .events import (
     ToolsListed,
     ToolStarted,
 )
+from .file_writes import WORKER
 
 __all__ = ["REASONING_SLOTS", "TEXT_REWRITE_INTERVAL", "AgentUseSink"]
 
@@ -152,7 +153,7 @@ class AgentUseSink:
         self.project_root = project_root
         self.cwd = cwd
         self._scopes: dict[str, _Scope] = {}
-        self._writes = DocumentWrites(deferred=True)
+        self._writes = DocumentWrites(deferred=True, worker=WORKER)
         # Tool calls ended in this batch (scope, call id): a failure reported after the
         # end still marks the part until the batch is written (see _tool_failed).
         self._closed: dict[tuple[str, str], _Tool] = {}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .events import Tokens
+from .file_writes import FileWorker, write_here
 from .files import atomic_write, make_private_dir
 from .ids import new_ulid
 from .json_style import dumps_pretty
@@ -55,11 +56,14 @@ class DocumentWrites:
     file is written once per :meth:`flush` with its latest content, in the
     order the files were first touched (a session before its messages, a
     message before its parts), so several updates of one file in a burst of
-    events cost one atomic rewrite.
+    events cost one atomic rewrite. With a ``worker``
+    (:class:`~sessiontape.storage.file_writes.FileWorker`), the batch is written
+    by its helper process.
     """
 
-    def __init__(self, deferred: bool = False) -> None:
+    def __init__(self, deferred: bool = False, worker: FileWorker | None = None) -> None:
         self.deferred = deferred
+        self.worker = worker
         self._pending: dict[Path, Callable[[], dict[str, Any]]] = {}
 
     def put(self, path: Path, document: Callable[[], dict[str, Any]]) -> None:
@@ -72,14 +76,11 @@ class DocumentWrites:
     def flush(self) -> None:
         """Write every pending file; a failure skips that file only, then is raised."""
         pending, self._pending = self._pending, {}
-        failure: Exception | None = None
-        for path, document in pending.items():
-            try:
-                atomic_write(path, dumps_pretty(document()))
-            except Exception as exc:  # the other files are still worth writing
-                failure = failure or exc
-        if failure is not None:
-            raise failure
+        files = [(path, dumps_pretty(document())) for path, document in pending.items()]
+        if self.worker is not None:
+            self.worker.write(files)
+        else:
+            write_here(files)
 
 
 class AgentUsePart:

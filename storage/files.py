@@ -7,13 +7,13 @@ import errno
 import os
 from pathlib import Path
 
+from .file_writes import FILE_MODE, atomic_write, write_all
 from .names import UnsafePathError
 
 __all__ = ["DIR_MODE", "FILE_MODE", "atomic_write", "make_private_dir", "open_private_append",
            "prepare_private_file", "write_all"]
 
 DIR_MODE = 0o700
-FILE_MODE = 0o600
 
 
 def make_private_dir(path: Path) -> Path:
@@ -34,41 +34,6 @@ def make_private_dir(path: Path) -> Path:
             continue  # another writer made it first
         os.chmod(directory, DIR_MODE)  # the umask may have removed bits we asked for
     return path
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write every byte of ``data`` to ``fd``.
-
-    ``os.write`` may write only part (a disk filling up writes what fits, and
-    the next call fails): this loops until all is written or an error is raised.
-    """
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old or the new file, never half.
-
-    The bytes go to a temporary file in the same directory (mode 0600), which
-    is then renamed over ``path``. The file is not fsync'ed: a rename is
-    atomic with respect to other processes and to a crash of this one, which
-    is the promise made here (see docs/reliability.md for power loss). On any
-    error (a full or read-only disk) ``path`` keeps its old content, the
-    temporary file is removed, and the error is raised as it was.
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(data):x}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_TRUNC, FILE_MODE)
-    try:
-        try:
-            write_all(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):  # never hide the error that matters
-            os.unlink(tmp)
-        raise
 
 
 def open_private_append(path: Path) -> int:

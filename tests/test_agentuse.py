@@ -381,7 +381,7 @@ def test_scan_of_a_missing_root_is_empty(tmp_path: Path) -> None:
 
 def test_batched_writes_write_each_file_once_in_first_touched_order(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sessiontape.storage.agentuse_writer as writer_module
+    import sessiontape.storage.file_writes as writer_module
 
     written: list[str] = []
     real_write = writer_module.atomic_write
@@ -412,7 +412,7 @@ def test_batched_writes_write_each_file_once_in_first_touched_order(
 
 def test_a_failed_batched_file_does_not_stop_the_others(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sessiontape.storage.agentuse_writer as writer_module
+    import sessiontape.storage.file_writes as writer_module
 
     real_write = writer_module.atomic_write
 

@@ -29,6 +29,7 @@ from agents.testing import ScriptedModel
 from scripted import call, final, model, read_session, read_turns, run_agent, tools_step
 
 from sessiontape import Recorder, RecorderError
+from sessiontape.storage.file_writes import WORKER
 from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths, agentuse_data_root
 
@@ -117,6 +118,9 @@ class FileFaults:
 
 @pytest.fixture
 def faults(monkeypatch: pytest.MonkeyPatch) -> FileFaults:
+    # The faults are made in this process: the tree's files are written here too, not
+    # by the file-writing helper (whose own errors test_file_writes.py makes for real).
+    monkeypatch.setattr(WORKER, "in_process", True)
     return FileFaults(monkeypatch)
 
 
