@@ -122,7 +122,7 @@ class RecorderHooks(RunHooks[Any]):
     def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any],
                      system_prompt: str | None, input_items: list[Any]) -> None:
         self.scope.settle_pending(input_items)
-        self._emit(ModelCallStarted, agent_name=agent.name)
+        self._emit(ModelCallStarted, agent_name=agent.name, model=self.scope.model_of(agent))
         self.scope.list_mcp_tools(agent)  # listed by the SDK for this turn, just before
 
     @_guarded

@@ -428,14 +428,24 @@ class Recorder:
                 sessions_root = self._agentuse_root or sessions_root_for_key(self.project_root)
                 self._session_dir = agentuse_dir_for(self.store.path, self.user_id,
                                                      self.session_name, sessions_root, agent_name)
-                self._agentuse_sink = AgentUseSink(self._session_dir, self.project_root, self.cwd)
             except (OSError, UnsafePathError, sqlite3.Error) as exc:
                 self.report(exc)
         if self._log_sink is None:
+            # Each layout names the other: the log's turns the tree's session, the tree the log.
+            where = {"cwd": self.cwd, "projectRoot": self.project_root}
+            if self._session_dir is not None:
+                where.update(sessionId=self._session_dir.name.partition("-")[0],
+                             sessionDir=str(self._session_dir))
             try:
-                self._log_sink = SkilletLogSink(self._replay_log())
+                self._log_sink = SkilletLogSink(self._replay_log(), where)
             except (OSError, UnsafePathError) as exc:
                 self.report(exc)
+        if self._agentuse_sink is None and self._session_dir is not None:
+            conversation = {"user": self.user_id, "name": self.session_name}
+            if self._log_sink is not None:
+                conversation["log"] = str(self._log_sink.log.path)
+            self._agentuse_sink = AgentUseSink(self._session_dir, self.project_root, self.cwd,
+                                               conversation)
         self.sinks = [s for s in (self._agentuse_sink, self._log_sink) if s is not None]
 
     def submit(self, event: Event) -> None:

@@ -6,6 +6,8 @@ session directory and exchange. Runs on the recorder's writer thread.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from .agentuse_writer import AgentUseMessage, AgentUsePart, AgentUseSession, DocumentWrites
+from .agentuse_writer import FORMAT, AgentUseMessage, AgentUsePart, AgentUseSession, DocumentWrites
 from .events import (
     AgentInfo,
     Compacted,
@@ -148,10 +150,14 @@ class AgentUseSink:
     each once with its latest content.
     """
 
-    def __init__(self, session_dir: Path, project_root: str, cwd: str) -> None:
+    def __init__(self, session_dir: Path, project_root: str, cwd: str,
+                 conversation: dict[str, Any] | None = None) -> None:
         self.session_dir = session_dir
         self.project_root = project_root
         self.cwd = cwd
+        # session.json's ``conversation``: the skillet conversation recorded here (``user``,
+        # ``name``) and its replay ``log``.
+        self.conversation = conversation
         self._scopes: dict[str, _Scope] = {}
         self._writes = DocumentWrites(deferred=True, worker=WORKER)
         # Tool calls ended in this batch (scope, call id): a failure reported after the
@@ -237,20 +243,25 @@ class AgentUseSink:
         if (self.session_dir / "session.json").exists():
             session = AgentUseSession.open(self.session_dir, self._writes)
             session.info["model"] = event.agent.model
-            session.set_status("running", at=event.at)
+            session.info["format"] = FORMAT  # what this run writes
         else:
             session_id = self.session_dir.name.partition("-")[0]
             session = AgentUseSession.create(  # in the linked directory, whatever the agent
                 self.session_dir.parent, event.agent.name, session_id=session_id,
                 directory=self.session_dir, created=event.at, writes=self._writes,
                 **self._session_kwargs(event.agent))
+        if self.conversation is not None:
+            session.info["conversation"] = self.conversation
+        session.info["recorder"] = {"pid": os.getpid(), "host": socket.gethostname(),
+                                    "started": event.at}
+        session.set_status("running", at=event.at)
         self._start(event.scope, session, event.agent, event.user_text, event.at)
 
     def _subagent_started(self, event: SubagentStarted) -> None:
         parent = self._scopes[event.scope]
         child = parent.session.create_subagent(event.agent.name, created=event.at,
                                                **self._session_kwargs(event.agent))
-        parent.message.add_part("agent", name=event.agent.name)
+        parent.message.add_part("agent", name=event.agent.name, time={"start": event.at})
         tool = parent.tools.get(event.call_id)
         if tool is not None:
             tool.metadata.update(sessionID=child.id, agent=event.agent.name,
@@ -260,7 +271,8 @@ class AgentUseSink:
 
     def _model_call_started(self, event: ModelCallStarted) -> None:
         scope = self._scopes[event.scope]
-        scope.message.add_part("step-start")
+        scope.message.add_part("step-start", agent=event.agent_name, model=event.model or None,
+                               time={"start": event.at})
         scope.call_start, scope.text_start, scope.reasoning_ids = event.at, None, []
 
     def _text_delta(self, event: TextDelta) -> None:
@@ -295,7 +307,9 @@ class AgentUseSink:
                 scope.texts[item_id] = part
             part.update(text=text, time={"start": part.fields["time"]["start"], "end": event.at})
         usage = event.usage
-        scope.message.add_part("step-finish", cost=usage.cost, tokens=usage.tokens.to_json())
+        scope.message.add_part("step-finish", cost=usage.cost, tokens=usage.tokens.to_json(),
+                               agent=event.agent_name, model=event.model or None,
+                               time={"start": scope.call_start or event.at, "end": event.at})
         scope.message.set_model(event.model)  # the model that answered last
         scope.message.add_usage(usage.tokens, usage.cost)
 

@@ -24,6 +24,7 @@ from .names import not_a_link, safe_join, sanitize_agent_name
 from .version import __version__
 
 __all__ = [
+    "FORMAT",
     "WRITER_VERSION",
     "AgentUseMessage",
     "AgentUsePart",
@@ -35,6 +36,9 @@ __all__ = [
 ]
 
 WRITER_VERSION = f"sessiontape/{__version__}"
+# The tree's format, in session.json's ``format``: what a reader dispatches on (AgentUse's
+# own sessions have no such key; docs/formats.md, "Format versions").
+FORMAT = "sessiontape-agentuse/1"
 SUBAGENT_DIR = "subagent"
 MAX_DETAIL = 4000  # characters of an error's ``detail`` kept (AgentUse's cap)
 
@@ -183,11 +187,16 @@ class AgentUseMessage:
 
     def set_model(self, model: str) -> None:
         """``modelID`` (``provider:model``) and ``providerID`` of the exchange's answer (the
-        model of its latest call: after a handoff, the new agent's); saved with the next
-        write of the file."""
+        model of its latest call: after a handoff, the new agent's), and ``models``: every
+        model that answered in the exchange, in order of first answer (sessiontape's key);
+        saved with the next write of the file."""
         if model:
-            self.info["assistant"]["modelID"] = model
-            self.info["assistant"]["providerID"] = model.split(":", 1)[0] if ":" in model else ""
+            assistant = self.info["assistant"]
+            assistant["modelID"] = model
+            assistant["providerID"] = model.split(":", 1)[0] if ":" in model else ""
+            models = assistant.setdefault("models", [])
+            if model not in models:
+                models.append(model)
 
     def add_usage(self, tokens: Tokens, cost: float) -> None:
         """Add one model call's usage to the exchange's totals and rewrite the file."""
@@ -287,6 +296,7 @@ class AgentUseSession:
             status="running",
             trigger=trigger,
             time={"created": created, "updated": created},
+            format=FORMAT,
         )
         make_private_dir(directory)
         session = cls(directory, info, writes)

@@ -161,6 +161,7 @@ class Handoff(Event):
 @dataclass(frozen=True)
 class ModelCallStarted(Event):
     agent_name: str
+    model: str = ""  # "provider:model"
 
 
 @dataclass(frozen=True)

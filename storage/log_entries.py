@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 __all__ = [
+    "FORMAT",
     "STEP_TYPES",
     "agent_end",
     "agent_start",
@@ -27,6 +28,7 @@ __all__ = [
     "final_result",
     "handoff",
     "iso_ms",
+    "model_call",
     "step",
     "step_failed",
     "step_of",
@@ -36,6 +38,10 @@ __all__ = [
     "user_message",
 ]
 
+
+# The log's format, on each turn's first line (``user_message``): what a reader dispatches
+# on. skilled_crew's own lines have no ``format`` key (docs/formats.md, "Format versions").
+FORMAT = "sessiontape-log/1"
 
 # What skilled_crew 1.0.11's replay (CliChatHelper.displayTurn) takes in a step.
 STEP_TYPES = frozenset(("agent_start", "agent_end", "agent_tool_start", "agent_tool_end",
@@ -49,9 +55,21 @@ def iso_ms(moment: datetime | None = None) -> str:
     return moment.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
-def user_message(user_input: str | list[Any], timestamp: str | None = None) -> dict[str, Any]:
-    """``{"kind":"user_message","userInput":...,"timestamp":...}``."""
-    return {"kind": "user_message", "userInput": user_input, "timestamp": timestamp or iso_ms()}
+def user_message(user_input: str | list[Any], timestamp: str | None = None,
+                 **where: Any) -> dict[str, Any]:
+    """``{"kind":"user_message","userInput":...,"timestamp":...}``, then ``where``: the keys
+    sessiontape adds (``format``, ``cwd``, ``projectRoot``, ``sessionId``, ``sessionDir``),
+    which skilled_crew's readers ignore."""
+    return {"kind": "user_message", "userInput": user_input, "timestamp": timestamp or iso_ms(),
+            **where}
+
+
+def model_call(fields: dict[str, Any], timestamp: str | None = None) -> dict[str, Any]:
+    """``{"kind":"model_call",...fields,"timestamp":...}``: one model call's ``agentName``,
+    ``model``, ``usage`` (``inputTokens``, ``outputTokens``, ``cachedTokens``,
+    ``reasoningTokens``), ``cost`` (US dollars), ``durationMs`` and ``reasoning`` (its
+    summaries). A line of its own kind, which skilled_crew's readers skip."""
+    return {"kind": "model_call", **fields, "timestamp": timestamp or iso_ms()}
 
 
 def step(step_result: dict[str, Any], timestamp: str | None = None) -> dict[str, Any]:
@@ -107,18 +125,26 @@ def agent_end(agent_name: str) -> dict[str, Any]:
     return {"type": "agent_end", "agentName": agent_name}
 
 
-def agent_tool_start(agent_name: str, tool_name: str, arguments: str) -> dict[str, Any]:
-    """A tool call; ``arguments`` is the raw JSON arguments string."""
-    return {"type": "agent_tool_start", "agentName": agent_name, "toolName": tool_name,
+def agent_tool_start(agent_name: str, tool_name: str, arguments: str,
+                     call_id: str | None = None) -> dict[str, Any]:
+    """A tool call; ``arguments`` is the raw JSON arguments string; ``call_id`` (``callId``,
+    a key skilled_crew ignores) pairs it with its end."""
+    step = {"type": "agent_tool_start", "agentName": agent_name, "toolName": tool_name,
             "toolArgumentsStr": arguments}
+    if call_id is not None:
+        step["callId"] = call_id
+    return step
 
 
 def agent_tool_end(agent_name: str, tool_name: str, result: str,
-                   error: str | None = None) -> dict[str, Any]:
-    """A tool result, as a string (what the model saw). ``error``: the tool raised, and
-    this is the exception (``ValueError: ...``); the step then says so (:func:`tool_failure`)."""
+                   error: str | None = None, call_id: str | None = None) -> dict[str, Any]:
+    """A tool result, as a string (what the model saw), and its ``callId``. ``error``: the
+    tool raised, and this is the exception (``ValueError: ...``); the step then says so
+    (:func:`tool_failure`)."""
     step = {"type": "agent_tool_end", "agentName": agent_name, "toolName": tool_name,
             "result": result}
+    if call_id is not None:
+        step["callId"] = call_id
     if error is not None:
         step.update(tool_failure(error))
     return step

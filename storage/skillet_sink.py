@@ -25,10 +25,12 @@ from .events import (
     Event,
     Handoff,
     ModelCallFinished,
+    ModelCallStarted,
     RunFailed,
     RunFinished,
     RunStarted,
     RunSuspended,
+    SubagentStarted,
     TextDelta,
     ToolFailed,
     ToolFinished,
@@ -63,20 +65,30 @@ class SkilletLogSink:
     appended to).
     """
 
-    def __init__(self, log: ReplayLog) -> None:
+    def __init__(self, log: ReplayLog, where: dict[str, Any] | None = None) -> None:
         self.log = log
+        # Keys on each turn's user_message: the format, where the run happened (cwd,
+        # projectRoot) and the AgentUse session it is also recorded in (sessionId, sessionDir).
+        self.where = {"format": entry.FORMAT, **(where or {})}
         self._roots: set[str] = set()
         self._lines: list[dict[str, Any]] = []  # this batch's lines, until flush()
         self._failures: dict[tuple[str, str], str] = {}  # failed calls whose end is to come
         self._ends: dict[tuple[str, str], dict[str, Any]] = {}  # this batch's tool ends
         self._streamed: dict[tuple[str, str], int] = {}  # text streamed so far, by call item
+        self._parents: dict[str, str] = {}  # a subagent run's scope -> the call that ran it
+        self._call_starts: dict[str, int] = {}  # scope -> when its model call started
+        # The last line of the batch, when it is streamed text of (scope, item): the next
+        # chunk of that text joins it.
+        self._open_text: tuple[tuple[str, str], dict[str, Any]] | None = None
         self._handlers = {
             RunStarted: self._run_started, AgentStarted: self._agent_started,
             AgentEnded: self._agent_ended, Handoff: self._handoff, TextDelta: self._text_delta,
+            ModelCallStarted: self._model_call_started,
             ModelCallFinished: self._model_call_finished, ToolStarted: self._tool_started,
             ToolFailed: self._tool_failed, ToolFinished: self._tool_finished,
             RunFinished: self._run_finished, RunFailed: self._run_failed,
             Compacted: self._compacted, RunSuspended: self._run_suspended,
+            SubagentStarted: self._subagent_started,
         }
 
     def handle(self, event: Event) -> None:
@@ -88,21 +100,38 @@ class SkilletLogSink:
         """Append the lines of the batch, in one write."""
         lines, self._lines = self._lines, []
         self._ends.clear()
+        self._open_text = None
         self.log.append_many(lines)
 
-    def _step(self, event: Event, result: dict[str, Any]) -> None:
-        self._lines.append(entry.step(result, _stamp(event.at)))
+    def _add(self, line: dict[str, Any]) -> None:
+        self._lines.append(line)
+        self._open_text = None
+
+    def _step(self, event: Event, result: dict[str, Any]) -> dict[str, Any]:
+        """Add a step line; a subagent run's steps name the call that ran it
+        (``parentCallId``). Returns the step's result, for a later change in this batch."""
+        parent = self._parents.get(event.scope)
+        if parent is not None:
+            result["parentCallId"] = parent
+        self._add(entry.step(result, _stamp(event.at)))
+        return result
 
     def _run_started(self, event: RunStarted) -> None:
         self._roots.add(event.scope)
         if not event.resumed:  # a resumed run goes on in the suspended run's turn
-            self._lines.append(entry.user_message(event.user_input, _stamp(event.at)))
+            self._add(entry.user_message(event.user_input, _stamp(event.at), **self.where))
+
+    def _subagent_started(self, event: SubagentStarted) -> None:
+        self._parents[event.child_scope] = event.call_id
+
+    def _model_call_started(self, event: ModelCallStarted) -> None:
+        self._call_starts[event.scope] = event.at
 
     def _run_suspended(self, event: RunSuspended) -> None:
         if event.scope in self._roots:
             self._roots.discard(event.scope)
             self._forget_failures(event.scope)
-            self._lines.append(entry.suspended(
+            self._add(entry.suspended(
                 [{"callId": call.call_id, "toolName": call.tool_name,
                   "arguments": call.arguments} for call in event.pending], _stamp(event.at)))
 
@@ -116,15 +145,35 @@ class SkilletLogSink:
         self._step(event, entry.handoff(event.from_agent, event.to_agent))
 
     def _text_delta(self, event: TextDelta) -> None:
+        """A streamed chunk: a ``text`` step, or, when the batch's last line is a step of
+        the same text, more of that step (one line per text per batch, not per chunk)."""
         if event.scope in self._roots and event.text:
-            self._step(event, entry.text(event.text))
             key = (event.scope, event.item_id or "")
             self._streamed[key] = self._streamed.get(key, 0) + len(event.text)
+            if self._open_text is not None and self._open_text[0] == key:
+                self._open_text[1]["text"] += event.text
+                return
+            step = self._step(event, entry.text(event.text))
+            self._open_text = (key, step)
 
     def _model_call_finished(self, event: ModelCallFinished) -> None:
-        """The call's text: all of it for a call that was not streamed; for a streamed one,
-        what its deltas did not bring (a run that stopped before the consumer read them:
-        a tripwire, a cancel), so that the log holds what the model wrote, as the tree."""
+        """A ``model_call`` line (the call's agent, model, tokens, cost, time and
+        reasoning), then its text: all of it for a call that was not streamed; for a
+        streamed one, what its deltas did not bring (a run that stopped before the consumer
+        read them: a tripwire, a cancel), so that the log holds what the model wrote, as the
+        tree."""
+        tokens = event.usage.tokens
+        started = self._call_starts.pop(event.scope, None)
+        fields: dict[str, Any] = {
+            "agentName": event.agent_name, "model": skillet_model(event.model),
+            "usage": {"inputTokens": tokens.input, "outputTokens": tokens.output,
+                      "cachedTokens": tokens.cache_read, "reasoningTokens": tokens.reasoning},
+            "cost": event.usage.cost,
+            "durationMs": None if started is None else max(0, event.at - started),
+            "reasoning": list(event.reasoning),
+            "parentCallId": self._parents.get(event.scope)}
+        self._add(entry.model_call({k: v for k, v in fields.items() if v is not None},
+                                   _stamp(event.at)))
         if event.scope not in self._roots:
             return
         for item_id, text in event.texts:
@@ -134,7 +183,7 @@ class SkilletLogSink:
 
     def _tool_started(self, event: ToolStarted) -> None:
         self._step(event, entry.agent_tool_start(event.agent_name, event.tool_name,
-                                                 event.arguments))
+                                                 event.arguments, event.call_id))
 
     def _tool_failed(self, event: ToolFailed) -> None:
         key = (event.scope, event.call_id)
@@ -147,9 +196,8 @@ class SkilletLogSink:
     def _tool_finished(self, event: ToolFinished) -> None:
         key = (event.scope, event.call_id)
         end = entry.agent_tool_end(event.agent_name, event.tool_name, event.output,
-                                   error=self._failures.pop(key, None))
-        self._step(event, end)
-        self._ends[key] = end
+                                   error=self._failures.pop(key, None), call_id=event.call_id)
+        self._ends[key] = self._step(event, end)
 
     def _forget_failures(self, scope: str) -> None:
         """A run ended: failures of its calls that never got an end (the run failed
@@ -159,10 +207,12 @@ class SkilletLogSink:
             del self._failures[key]
         for key in [key for key in self._streamed if key[0] == scope]:
             del self._streamed[key]
+        self._parents.pop(scope, None)
+        self._call_starts.pop(scope, None)
 
     def _compacted(self, event: Compacted) -> None:
         """A ``compaction`` line in the turn (a line of its own kind, which skilled_crew skips)."""
-        self._lines.append(entry.compaction(
+        self._add(entry.compaction(
             {"compactionId": event.compaction_id, "reason": event.reason,
              "summarizer": event.summarizer, "itemsBefore": event.items_before,
              "itemsAfter": event.items_after, "archived": event.archived}, _stamp(event.at)))
@@ -171,7 +221,7 @@ class SkilletLogSink:
         self._forget_failures(event.scope)
         if event.scope in self._roots:
             self._roots.discard(event.scope)
-            self._lines.append(entry.final_result(
+            self._add(entry.final_result(
                 event.final_text, model=skillet_model(event.model), timestamp=_stamp(event.at)))
 
     def _run_failed(self, event: RunFailed) -> None:
@@ -183,4 +233,4 @@ class SkilletLogSink:
                                    model=skillet_model(event.model) if event.model else None,
                                    timestamp=_stamp(event.at))
         final["error"] = {"code": event.code, "message": event.message, "type": event.error_type}
-        self._lines.append(final)
+        self._add(final)

@@ -55,7 +55,8 @@ def test_session_json_golden_bytes(tmp_path: Path) -> None:
   "time": {{
     "created": {T0},
     "updated": {T0}
-  }}
+  }},
+  "format": "sessiontape-agentuse/1"
 }}"""
 
 

@@ -106,14 +106,15 @@ def test_a_failed_tool_and_a_failed_subagent_are_marked_in_the_log(way: str) -> 
     ends = tool_ends(lines)
     # a success is as before, key for key
     assert ends["add"] == {"type": "agent_tool_end", "agentName": "Main", "toolName": "add",
-                           "result": "3"}
+                           "result": "3", "callId": "c_add"}
     # a failure: the same step, the text the model saw, then two keys that say it failed
     bad = ends["kaboom"]
-    assert list(bad) == ["type", "agentName", "toolName", "result", "status", "error"]
+    assert list(bad) == ["type", "agentName", "toolName", "result", "callId", "status", "error"]
     assert bad["result"] == model_saw(agent_model, "c_bad")
     assert bad["status"] == "error" and bad["error"] == "ValueError: kaboom: bad input"
     helped = ends["ask_helper"]
-    assert list(helped) == ["type", "agentName", "toolName", "result", "status", "error"]
+    assert list(helped) == ["type", "agentName", "toolName", "result", "callId", "status",
+                            "error"]
     assert helped["result"] == model_saw(agent_model, "c_help")
     assert helped["status"] == "error" and helped["error"] == "RuntimeError: helper down"
     # the turn still reads as complete; the run went on
@@ -183,7 +184,8 @@ def test_both_sinks_pair_a_failure_with_its_tool_end_in_either_order(
     feed(sinks, [events(*order)])
     [end] = tool_ends(log_lines(log.path)).values()
     assert end == {"type": "agent_tool_end", "agentName": "Main", "toolName": "kaboom",
-                   "result": "An error occurred.", "status": "error", "error": "ValueError: x"}
+                   "result": "An error occurred.", "callId": "c_1", "status": "error",
+                   "error": "ValueError: x"}
     state = tool_parts(load_session(tmp_path / SESSION_DIR).messages[0])["c_1"]["state"]
     assert (state["status"], state["error"]) == ("error", "ValueError: x")
     assert state["time"] == {"start": 110, "end": 130}

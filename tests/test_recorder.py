@@ -158,9 +158,10 @@ def test_a_run_is_recorded_in_both_layouts(streamed: bool, tmp_path: Path) -> No
     assert [s["type"] for s in turn.steps] == [
         "agent_start", "agent_tool_start", "agent_tool_end", "text", "agent_end"]
     assert turn.steps[1] == {"type": "agent_tool_start", "agentName": "Main Agent",
-                             "toolName": "add", "toolArgumentsStr": '{"a":1,"b":2}'}
+                             "toolName": "add", "toolArgumentsStr": '{"a":1,"b":2}',
+                             "callId": "call_add"}
     assert turn.steps[2] == {"type": "agent_tool_end", "agentName": "Main Agent",
-                             "toolName": "add", "result": "3"}
+                             "toolName": "add", "result": "3", "callId": "call_add"}
     assert turn.steps[3] == {"type": "text", "text": "The sum is 3."}
     assert turn.final == {"text": "The sum is 3."}
     assert turn.model == "scripted/gpt-4.1"
@@ -325,7 +326,8 @@ def test_a_subagent_gets_a_nested_session(streamed: bool) -> None:
     [turn] = read_turns(rec)
     assert ("agent_start", "Helper") in [(s["type"], s.get("agentName")) for s in turn.steps]
     assert {"type": "agent_tool_start", "agentName": "Helper", "toolName": "add",
-            "toolArgumentsStr": '{"a":2,"b":2}'} in turn.steps
+            "toolArgumentsStr": '{"a":2,"b":2}', "callId": "c_sub_add",
+            "parentCallId": "c_helper"} in turn.steps
     # only the conversation's own text reaches the log
     assert steps_of(turn, "text") == [{"type": "text", "text": "It is four."}]
     assert turn.final["text"] == "It is four."
@@ -451,8 +453,10 @@ def test_text_chunks(streamed: bool) -> None:
     assert text["text"] == "Hello, world!"
     [turn] = read_turns(rec)
     texts = [s["text"] for s in steps_of(turn, "text")]
-    # streaming: one text step per chunk; otherwise one with the whole text
-    assert texts == (["Hel", "lo, ", "wor", "ld!"] if streamed else ["Hello, world!"])
+    # streamed: the chunks, those that came in one batch of the writer joined into one step
+    # (test_skillet_sink.py pins that); otherwise one step with the whole text
+    assert "".join(texts) == "Hello, world!"
+    assert 1 <= len(texts) <= 4 if streamed else texts == ["Hello, world!"]
     assert turn.final["text"] == "Hello, world!"
 
 
@@ -467,7 +471,8 @@ def test_a_long_streamed_text_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     assert asyncio.run(run_agent(rec, agent, "hi", True)) == "".join(chunks)
     [msg] = read_session(rec).messages
     assert [p["text"] for p in parts(msg, "text")] == ["".join(chunks)]
-    assert [s["text"] for s in steps_of(read_turns(rec)[0], "text")] == chunks
+    texts = [s["text"] for s in steps_of(read_turns(rec)[0], "text")]
+    assert "".join(texts) == "".join(chunks) and 1 <= len(texts) <= len(chunks)
 
 
 # -- conversations -----------------------------------------------------------------------

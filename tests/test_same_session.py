@@ -54,6 +54,8 @@ def owner(entry: LogEntry) -> str:
         return str(data["finalResult"]["text"]).split()[0]
     if entry.kind == "compaction":  # the store's history was compacted by either process
         return ""
+    if entry.kind == "model_call":
+        return str(data["agentName"]).split()[-1]
     step = data["stepResult"]
     return step["agentName"].split()[-1] if "agentName" in step else step["text"].split()[0]
 
@@ -86,7 +88,8 @@ def test_two_processes_record_one_session_at_once() -> None:
             for turn in turns:  # the helper's start and end, the agent's answer
                 assert [s["type"] for s in turn.steps] == ["agent_start", "agent_end", "text"]
         # the main agent's lines, which both processes write alike: all there
-        agent_lines = Counter(e.data["stepResult"]["type"] for e in entries if owner(e) == name)
+        agent_lines = Counter(e.data["stepResult"]["type"] for e in entries
+                              if e.kind == "step" and owner(e) == name)
         per_turn = {"agent_start": 1, "agent_end": 1, "agent_tool_start": 2, "agent_tool_end": 2}
         assert agent_lines == {kind: n * TURNS * len(tags) for kind, n in per_turn.items()}
         assert all(owner(e) in (*tags, name, "") for e in entries)
