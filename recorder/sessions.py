@@ -69,6 +69,7 @@ from sessiontape.storage.agentuse_reader import (
 from sessiontape.storage.items import content_text, output_text
 from sessiontape.storage.json_style import dumps_compact, loads
 from sessiontape.storage.links import read_links
+from sessiontape.storage.liveness import reported_status
 from sessiontape.storage.log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
 from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
 from sessiontape.storage.replay_log import find_log_path, log_owner, owner_record_path
@@ -224,8 +225,8 @@ def _agent_name(session: LoadedSession) -> str | None:
 
 
 def _status(session: LoadedSession) -> str | None:
-    status = session.info.get("status")
-    return status if isinstance(status, str) else None
+    """The status to report: ``crashed`` for a session left running by a dead recorder."""
+    return reported_status(session.info, session.directory)
 
 
 # -- one conversation -------------------------------------------------------------------

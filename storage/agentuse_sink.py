@@ -15,7 +15,14 @@ from typing import Any
 
 import orjson
 
-from .agentuse_writer import FORMAT, AgentUseMessage, AgentUsePart, AgentUseSession, DocumentWrites
+from .agentuse_writer import (
+    FORMAT,
+    SUBAGENT_DIR,
+    AgentUseMessage,
+    AgentUsePart,
+    AgentUseSession,
+    DocumentWrites,
+)
 from .events import (
     AgentInfo,
     Compacted,
@@ -36,9 +43,12 @@ from .events import (
     ToolStarted,
 )
 from .file_writes import WORKER
+from .liveness import RecordingLock
 
 __all__ = ["REASONING_SLOTS", "TEXT_REWRITE_INTERVAL", "AgentUseSink"]
 
+# What a run's open parts say when a later run finds that its recorder is gone.
+INTERRUPTED = "interrupted: the recording process ended before the run did"
 # A streamed text part is rewritten at most this often (seconds); its final text is exact.
 TEXT_REWRITE_INTERVAL = 0.25
 # Part ids set aside, before a streamed call's first text part, for that call's reasoning
@@ -174,12 +184,16 @@ class AgentUseSink:
             RunSuspended: self._run_suspended,
         }
         self._suspended: _Scope | None = None  # the exchange a suspended run left open
+        self._lock = RecordingLock(session_dir)  # held while a run is recorded (liveness.py)
+        self._root: str | None = None  # the scope of the conversation's run going on
 
     def handle(self, event: Event) -> None:
         handler = self._handlers.get(type(event))
         if handler is None:
             return
         if not isinstance(event, RunStarted) and event.scope not in self._scopes:
+            if isinstance(event, (RunFinished, RunFailed)):
+                self._ended(event.scope)
             return  # a run whose session could not be started (that error was reported)
         handler(event)  # type: ignore[operator]
 
@@ -232,16 +246,21 @@ class AgentUseSink:
 
     def _run_started(self, event: RunStarted) -> None:
         suspended, self._suspended = self._suspended, None
+        self._root = event.scope
         if event.resumed:
             suspended = suspended or self._suspended_on_disk(event)
             if suspended is not None:
                 # The same exchange goes on, its pending calls with it (AgentUse's resume).
                 self._scopes[event.scope] = suspended
-                suspended.session.set_status("running", at=event.at)
+                self._lock.acquire()
+                self._announce(suspended.session, event.at)
                 return
         self._writes.flush()  # an earlier run's session.json, if still pending
         if (self.session_dir / "session.json").exists():
             session = AgentUseSession.open(self.session_dir, self._writes)
+            alone = self._lock.acquire()
+            if alone and session.info.get("status") == "running" and "recorder" in session.info:
+                self._close_dead_exchange(session, event.at)
             session.info["model"] = event.agent.model
             session.info["format"] = FORMAT  # what this run writes
         else:
@@ -250,12 +269,46 @@ class AgentUseSink:
                 self.session_dir.parent, event.agent.name, session_id=session_id,
                 directory=self.session_dir, created=event.at, writes=self._writes,
                 **self._session_kwargs(event.agent))
+            self._lock.acquire()
+        self._announce(session, event.at)
+        self._start(event.scope, session, event.agent, event.user_text, event.at)
+
+    def _announce(self, session: AgentUseSession, at: int) -> None:
+        """``running``, with the conversation and who records it (liveness.py)."""
         if self.conversation is not None:
             session.info["conversation"] = self.conversation
         session.info["recorder"] = {"pid": os.getpid(), "host": socket.gethostname(),
-                                    "started": event.at}
-        session.set_status("running", at=event.at)
-        self._start(event.scope, session, event.agent, event.user_text, event.at)
+                                    "started": at}
+        session.set_status("running", at=at)
+
+    def _close_dead_exchange(self, session: AgentUseSession, at: int) -> None:
+        """The session was left ``running`` by a recorder that is gone (killed, or its
+        machine stopped): its last exchange ends as interrupted, at ``at`` (when this run
+        found it): open tool parts fail, open text parts end, the exchange gets an error
+        and an ``error`` part (``INTERRUPTED``), and subagent sessions still running fail."""
+        message = AgentUseMessage.open_last(session)
+        if message is None or "completed" in message.info.get("time", {}) \
+                or message.info.get("assistant", {}).get("error"):
+            return
+        for part in message.open_parts("tool"):
+            state = part.fields.get("state")
+            if isinstance(state, dict) and state.get("status") in ("pending", "running"):
+                start = (state.get("time") or {}).get("start", at)
+                part.update(state={"status": "error", "input": state.get("input"),
+                                   "error": INTERRUPTED, "time": {"start": start, "end": at}})
+        for part in message.open_parts("text"):
+            times = part.fields.get("time")
+            if isinstance(times, dict) and "end" not in times:
+                part.update(time={**times, "end": at})
+        message.fail(INTERRUPTED, "Interrupted")
+        message.add_error(INTERRUPTED, code="INTERRUPTED", at=at)
+        subagents = session.directory / SUBAGENT_DIR
+        for directory in sorted(subagents.iterdir()) if subagents.is_dir() else []:
+            if (directory / "session.json").is_file():
+                child = AgentUseSession.open(directory, self._writes)
+                if child.info.get("status") == "running":
+                    child.set_status("error", at=at,
+                                     error={"code": "INTERRUPTED", "message": INTERRUPTED})
 
     def _subagent_started(self, event: SubagentStarted) -> None:
         parent = self._scopes[event.scope]
@@ -432,6 +485,15 @@ class AgentUseSink:
                                               metadata={"resumePayload": payload})
         scope.session.set_status("suspended", at=event.at)
         self._suspended = scope
+        self._ended(event.scope)
+
+    def _ended(self, scope: str) -> None:
+        """A run ended: the conversation's own run lets the recording lock go (once its
+        files are written)."""
+        if scope == self._root:
+            self._root = None
+            self._writes.flush()
+            self._lock.release()
 
     def _run_finished(self, event: RunFinished) -> None:
         scope = self._scopes.pop(event.scope)
@@ -439,6 +501,7 @@ class AgentUseSink:
         scope.message.complete(at=event.at)
         scope.session.set_status("completed", at=event.at)
         self._report_to_parent(scope, event.at)
+        self._ended(event.scope)
 
     def _run_failed(self, event: RunFailed) -> None:
         scope = self._scopes.pop(event.scope, None)
@@ -454,3 +517,4 @@ class AgentUseSink:
         scope.session.set_status("error", at=event.at, error={
             "code": event.code, "message": event.message, **event.details})
         self._report_to_parent(scope, event.at)
+        self._ended(event.scope)

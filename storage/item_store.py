@@ -63,7 +63,12 @@ CREATE TABLE IF NOT EXISTS session_items (
   item_json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idx_session ON session_items (user_id, session_name, created_at);
+CREATE TABLE IF NOT EXISTS sessiontape_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO sessiontape_meta (key, value) VALUES ('format', 'sessiontape-store/1');
 """
+# The store's format is in sessiontape_meta (key ``format``): what a reader dispatches on.
+# skilled_crew reads only session_items (docs/formats.md, "Format versions").
+FORMAT = "sessiontape-store/1"
 BUSY_TIMEOUT_S = 30.0
 # Rows per INSERT statement: the three shared values plus one per item must
 # stay under SQLite's 32 766 host parameters.

@@ -430,7 +430,13 @@ def test_reads_and_extends_a_copy_of_skilled_crews_file(skillet_fixture: Path,
     read, latest = run_store(body, copy)
     check_fixture(*read)
     assert latest[-1] == msg("and now?") and len(latest) == 2
-    assert query(copy, "SELECT type, name, sql FROM sqlite_master ORDER BY name") == schema
+    # skilled_crew's tables as they were; sessiontape adds only its format record
+    after = query(copy, "SELECT type, name, sql FROM sqlite_master ORDER BY name")
+    assert [row for row in after if "sessiontape_meta" not in row[1]] == schema
+    assert {row[1] for row in after} - {row[1] for row in schema} == {
+        "sessiontape_meta", "sqlite_autoindex_sessiontape_meta_1"}
+    assert query(copy, "SELECT key, value FROM sessiontape_meta") == [
+        ("format", "sessiontape-store/1")]
 
 
 def test_a_failed_open_fails_every_caller_cleanly_and_is_retried(db: Path) -> None:

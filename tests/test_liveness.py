@@ -1,0 +1,126 @@
+"""A recording whose process died is told from a live one (storage/liveness.py).
+
+A recorder holds a lock on its session's directory while it records a run and names
+itself in session.json (``recorder``). After a ``kill -9`` the session still says
+``running`` on disk (AgentUse lists unknown statuses as running, so none is written),
+but ``sessions list`` and ``sessions show`` report it ``crashed``; while the process
+lives they report ``running``. The next run of the conversation closes the dead
+exchange: its open tool call and the exchange end as interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from agents import Agent
+from harness import REPO, Lines, run_cli, wait_for
+from scripted import final, model, read_session, tool_parts
+
+from sessiontape import Recorder
+from sessiontape.storage.agentuse_writer import AgentUseSession
+from sessiontape.storage.liveness import CRASHED, reported_status
+
+USER, NAME = "live@example.com", "killed"
+
+WAITING = textwrap.dedent(f"""
+    import asyncio, sys
+    sys.path.insert(0, "tests")
+    from agents import Agent, function_tool
+    from scripted import call, final, model, tools_step
+    from sessiontape import Recorder
+
+    @function_tool
+    async def wait_forever() -> str:
+        \"\"\"Never returns.\"\"\"
+        print("waiting", flush=True)
+        await asyncio.sleep(3600)
+        return "never"
+
+    async def main():
+        rec = Recorder(user_id={USER!r}, session_name={NAME!r})
+        agent = Agent(name="A", tools=[wait_forever], model=model(
+            tools_step(call("wait_forever", {{}}, "c_wait")), final("never")))
+        await rec.run(agent, "wait please")
+
+    asyncio.run(main())
+""")
+
+
+def listed_status() -> str:
+    done = run_cli("sessions", "list", "--json", "--user", USER)
+    assert done.returncode == 0, done.stderr
+    [entry] = json.loads(done.stdout)
+    return str(entry["status"])
+
+
+def shown_status() -> str:
+    done = run_cli("sessions", "show", NAME, "--user", USER, "--json")
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["session"]["status"])
+
+
+def session_dir() -> Path:
+    return read_session(Recorder(user_id=USER, session_name=NAME)).directory
+
+
+def on_disk(directory: Path) -> dict[str, Any]:
+    return dict(json.loads((directory / "session.json").read_bytes()))
+
+
+def test_a_killed_recording_is_reported_crashed_and_closed_by_the_next_run() -> None:
+    waiting = Lines([sys.executable, "-c", WAITING], cwd=REPO)
+    try:
+        waiting.expect("waiting")
+
+        def tool_part_on_disk() -> bool:
+            directory = Recorder(user_id=USER, session_name=NAME).session_dir
+            parts = list(directory.glob("*/part/*.json")) if directory is not None else []
+            return any(b'"c_wait"' in path.read_bytes() for path in parts)
+        wait_for(tool_part_on_disk, "the running tool call on disk")
+        assert listed_status() == "running" and shown_status() == "running"  # alive
+        waiting.proc.send_signal(signal.SIGKILL)
+        waiting.finish()
+    finally:
+        waiting.stop()
+
+    directory = session_dir()
+    assert on_disk(directory)["status"] == "running"  # what the dead process left
+    assert listed_status() == CRASHED and shown_status() == CRASHED
+
+    # The next run of the conversation closes the dead exchange, then records its own.
+    rec = Recorder(user_id=USER, session_name=NAME)
+    result = asyncio.run(rec.run(Agent(name="A", model=model(final("back again"))), "again"))
+    assert result.final_output == "back again" and rec.errors == 0
+    session = read_session(rec)
+    dead, alive = session.messages
+    call = tool_parts(dead)["c_wait"]
+    assert call["state"]["status"] == "error"
+    assert call["state"]["error"].startswith("interrupted")
+    assert call["state"]["time"]["end"] >= call["state"]["time"]["start"]
+    assert dead.info["assistant"]["error"]["type"] == "Interrupted"
+    assert "completed" not in dead.info["time"]
+    [error] = [p for p in dead.parts if p["type"] == "error"]
+    assert error["code"] == "INTERRUPTED"
+    assert "completed" in alive.info["time"]
+    assert on_disk(directory)["status"] == "completed"
+    assert listed_status() == "completed"
+
+
+def test_a_session_without_a_recorder_keeps_its_status(tmp_path: Path) -> None:
+    """AgentUse's own sessions (no ``recorder`` key) cannot be judged: running stays."""
+    session = AgentUseSession.create(tmp_path, "Foreign", model="openai:gpt-4.1",
+                                     project_root="/p", cwd="/p")
+    assert reported_status(on_disk(session.directory), session.directory) == "running"
+    info = {**on_disk(session.directory), "recorder": {"pid": 1, "host": "h", "started": 1}}
+    # with a recorder named and nobody holding the lock: crashed, and so is its subagent
+    assert reported_status(info, session.directory) == CRASHED
+    (session.directory / "session.json").write_text(json.dumps(info))
+    child = session.create_subagent("Helper", model="openai:gpt-4.1")
+    assert reported_status(on_disk(child.directory), child.directory) == CRASHED
+    assert reported_status({**info, "status": "completed"}, session.directory) == "completed"

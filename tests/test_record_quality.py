@@ -1,0 +1,213 @@
+"""A versioned, self-describing, complete record (issue 14).
+
+Each artefact declares its format; every part has a time, every step part its agent and
+model; the log alone holds each model call (agent, model, tokens, cost, reasoning), pairs
+parallel calls by id and links a subagent's steps to the call that ran it; each layout
+names the other. All checked on the raw files, as an outside reader would read them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, function_tool
+from scripted import (
+    call,
+    final,
+    model,
+    read_session,
+    reasoning,
+    run_way,
+    tools_step,
+    usage,
+)
+
+from sessiontape import Price, Recorder
+from sessiontape.storage.agentuse_reader import LoadedSession
+from sessiontape.storage.events import AgentInfo, RunStarted, TextDelta, ToolStarted
+from sessiontape.storage.log_entries import STEP_TYPES
+from sessiontape.storage.replay_log import ReplayLog
+from sessiontape.storage.skillet_sink import SkilletLogSink
+
+PRICED = ("model-a", "model-b", "model-c", "model-r")
+WAYS = pytest.mark.parametrize("way", ["rec.run", "rec.run_streamed", "Runner.run"])
+
+
+@function_tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: sunny"
+
+
+def log_lines(rec: Recorder) -> list[dict[str, Any]]:
+    """Every line of the log, read naively: one JSON object per line."""
+    return [json.loads(line) for line in rec.log_path.read_bytes().splitlines()]
+
+
+def all_sessions(session: LoadedSession) -> list[LoadedSession]:
+    return [session, *(s for sub in session.subagents for s in all_sessions(sub))]
+
+
+def three_models_and_a_subagent() -> Agent[Any]:
+    """Triage (model a) hands off to Planner (model b), which asks a Researcher subagent
+    (model r, as a tool) and hands off to Writer (model c), who calls weather twice in
+    parallel and answers."""
+    researcher = Agent(name="Researcher", instructions="Research.", model=model(
+        final("facts", usage(7, 3)), name="model-r"))
+    writer = Agent(name="Writer", tools=[weather], model=model(
+        tools_step(call("weather", {"city": "Paris"}, "c_paris"),
+                   call("weather", {"city": "Oslo"}, "c_oslo"), u=usage(30, 6)),
+        final("Paris and Oslo are sunny", usage(40, 8, reasoning=4),
+              reasoning("compare the two")),
+        name="model-c"))
+    planner = Agent(name="Planner", handoffs=[writer],
+                    tools=[researcher.as_tool("research", "Research a topic.")],
+                    model=model(tools_step(call("research", {"input": "cities"}, "c_research"),
+                                           u=usage(20, 4)),
+                                tools_step(call("transfer_to_writer", {}), u=usage(25, 5)),
+                                name="model-b"))
+    return Agent(name="Triage", handoffs=[planner], model=model(
+        tools_step(call("transfer_to_planner", {}), u=usage(10, 2)), name="model-a"))
+
+
+@WAYS
+def test_the_log_alone_holds_every_model_call_and_links_every_step(way: str) -> None:
+    rec = Recorder(session_name=f"quality-{way}", prices={
+        name: Price(1.0 * n, 0.5, 2.0 * n) for n, name in enumerate(PRICED, start=1)})
+    answer = asyncio.run(run_way(way, rec, three_models_and_a_subagent(), "weather?"))
+    assert answer == "Paris and Oslo are sunny" and rec.errors == 0
+    lines = log_lines(rec)
+    session = read_session(rec)
+
+    # one model_call line per model call, as the tree's step-finish parts say it
+    calls = [line for line in lines if line["kind"] == "model_call"]
+    finishes = [part for s in all_sessions(session) for m in s.messages for part in m.parts
+                if part["type"] == "step-finish"]
+    assert len(calls) == len(finishes) == 6
+    assert sorted((c["agentName"], c["model"]) for c in calls) == sorted(
+        (f["agent"], f["model"].replace(":", "/", 1)) for f in finishes)
+    assert [c["model"] for c in calls if "parentCallId" not in c] == [
+        "scripted/model-a", "scripted/model-b", "scripted/model-b", "scripted/model-c",
+        "scripted/model-c"]
+    [sub_call] = [c for c in calls if "parentCallId" in c]
+    assert (sub_call["agentName"], sub_call["parentCallId"]) == ("Researcher", "c_research")
+    assert sum(c["usage"]["inputTokens"] for c in calls) == 10 + 20 + 25 + 30 + 40 + 7
+    assert sum(c["usage"]["outputTokens"] for c in calls) == 2 + 4 + 5 + 6 + 8 + 3
+    last = calls[-1]
+    assert last["usage"] == {"inputTokens": 40, "outputTokens": 8, "cachedTokens": 0,
+                             "reasoningTokens": 4}
+    assert last["reasoning"] == ["compare the two"]
+    assert all(c["cost"] > 0 and c["durationMs"] >= 0 for c in calls)
+    assert sum(c["cost"] for c in calls) == pytest.approx(
+        sum(f["cost"] for f in finishes))
+
+    # parallel calls of one tool pair by id; the subagent's steps name the call that ran it
+    steps = [line["stepResult"] for line in lines if line["kind"] == "step"]
+    assert {step["type"] for step in steps} <= STEP_TYPES
+    starts = {s["callId"]: s for s in steps if s["type"] == "agent_tool_start"}
+    ends = {s["callId"]: s for s in steps if s["type"] == "agent_tool_end"}
+    assert ends["c_paris"]["result"] == "Paris: sunny"
+    assert ends["c_oslo"]["result"] == "Oslo: sunny"
+    assert json.loads(starts["c_oslo"]["toolArgumentsStr"]) == {"city": "Oslo"}
+    assert set(starts) == set(ends)
+    nested = [s for s in steps if s.get("parentCallId") == "c_research"]
+    assert [s["type"] for s in nested] == ["agent_start", "agent_end"]
+    assert all(s["agentName"] == "Researcher" for s in nested)
+
+
+@WAYS
+def test_every_part_has_a_time_and_every_step_part_its_agent_and_model(way: str) -> None:
+    rec = Recorder(session_name=f"parts-{way}")
+    asyncio.run(run_way(way, rec, three_models_and_a_subagent(), "weather?"))
+    session = read_session(rec)
+    for each in all_sessions(session):
+        for message in each.messages:
+            for part in message.parts:
+                times = part.get("time") or part.get("state", {}).get("time")
+                assert isinstance(times, dict) and isinstance(times.get("start"), int), part
+                if part["type"] in ("step-start", "step-finish"):
+                    assert part["agent"] and part["model"].startswith("scripted:"), part
+    [exchange] = session.messages
+    assistant = exchange.info["assistant"]
+    # who answered last, and every model that answered, in order
+    assert assistant["modelID"] == "scripted:model-c"
+    assert assistant["models"] == ["scripted:model-a", "scripted:model-b", "scripted:model-c"]
+    [researcher] = session.subagents
+    assert researcher.messages[0].info["assistant"]["models"] == ["scripted:model-r"]
+
+
+def test_each_artefact_declares_its_format_and_names_the_others() -> None:
+    rec = Recorder(session_name="self-describing")
+    asyncio.run(rec.run(Agent(name="A", model=model(final("hi"))), "hello"))
+    session = read_session(rec)
+    info = json.loads((session.directory / "session.json").read_bytes())
+    assert info["format"] == "sessiontape-agentuse/1"
+    assert info["conversation"] == {"user": rec.user_id, "name": "self-describing",
+                                    "log": str(rec.log_path)}
+    assert info["recorder"]["pid"] == os.getpid()
+    assert info["recorder"]["host"] == socket.gethostname()
+    assert info["time"]["created"] <= info["recorder"]["started"] <= info["time"]["updated"]
+
+    [first, *_] = log_lines(rec)
+    assert first["kind"] == "user_message"
+    assert first["format"] == "sessiontape-log/1"
+    assert first["cwd"] == os.getcwd() and first["projectRoot"] == rec.project_root
+    assert first["sessionId"] == session.id and first["sessionDir"] == str(session.directory)
+
+    with sqlite3.connect(rec.store.path) as conn:
+        assert conn.execute("SELECT value FROM sessiontape_meta WHERE key = 'format'"
+                            ).fetchall() == [("sessiontape-store/1",)]
+
+
+def test_a_naive_reader_finds_every_message_once_in_each_artefact() -> None:
+    """The log read as one JSON object per line, the tree as one per file: the user's
+    prompts and the answers are each there exactly once."""
+    rec = Recorder(session_name="naive")
+    prompts = ["first question", "second question"]
+    answers = ["first answer", "second answer"]
+    for prompt, answer in zip(prompts, answers, strict=True):
+        agent = Agent(name="A", model=model(final(answer)))
+        assert asyncio.run(run_way("rec.run_streamed", rec, agent, prompt)) == answer
+    lines = log_lines(rec)
+    texts = [line["userInput"] for line in lines if line["kind"] == "user_message"]
+    texts += ["".join(line["stepResult"]["text"] for line in lines
+                      if line["kind"] == "step" and line["stepResult"]["type"] == "text"
+                      and line["stepResult"]["text"] in answer) for answer in answers]
+    assert texts == prompts + answers
+    assert [line["finalResult"]["text"] for line in lines if line["kind"] == "final_result"] \
+        == answers
+    documents = [json.loads(path.read_bytes()) for path in rec.session_dir.rglob("*.json")]
+    tasks = [d["user"]["prompt"]["task"] for d in documents if "user" in d]
+    text_parts = [d["text"] for d in documents if d.get("type") == "text"]
+    assert sorted(tasks) == sorted(prompts) and sorted(text_parts) == sorted(answers)
+
+
+AGENT = AgentInfo(name="A", model="openai:gpt-4.1")
+
+
+def test_streamed_text_is_one_line_per_batch_not_per_chunk(tmp_path: Path) -> None:
+    """Chunks of one text in one batch of the writer are one ``text`` step; a chunk of the
+    next batch starts a new one; another line in between starts a new one too."""
+    log = ReplayLog("u", "s", tmp_path)
+    sink = SkilletLogSink(log)
+    sink.handle(RunStarted("run", 1, AGENT, "hi", "hi"))
+    for at, chunk in enumerate(["Hel", "lo, ", "wor"], start=2):
+        sink.handle(TextDelta("run", at, "A", "msg_1", chunk))
+    sink.flush()
+    sink.handle(TextDelta("run", 5, "A", "msg_1", "ld!"))
+    sink.handle(TextDelta("run", 6, "A", "msg_2", "Other "))
+    sink.handle(ToolStarted("run", 7, "A", "c1", "weather", "{}"))
+    sink.handle(TextDelta("run", 8, "A", "msg_2", "text"))
+    sink.flush()
+    steps = [json.loads(line)["stepResult"] for line in log.path.read_bytes().splitlines()
+             if b'"kind":"step"' in line]
+    assert [(s["type"], s.get("text")) for s in steps] == [
+        ("text", "Hello, wor"), ("text", "ld!"), ("text", "Other "),
+        ("agent_tool_start", None), ("text", "text")]
