@@ -211,3 +211,55 @@ def test_streamed_text_is_one_line_per_batch_not_per_chunk(tmp_path: Path) -> No
     assert [(s["type"], s.get("text")) for s in steps] == [
         ("text", "Hello, wor"), ("text", "ld!"), ("text", "Other "),
         ("agent_tool_start", None), ("text", "text")]
+
+
+def test_the_files_keep_what_the_original_readers_require() -> None:
+    """What skilled_crew 1.0.11's and AgentUse 0.15's readers read without a fallback (from
+    their code: docs/formats.md, "What the original readers require"), on every line and
+    file of a rich recording. A change to one of these keys fails here."""
+    rec = Recorder(session_name="required")
+    asyncio.run(run_way("rec.run_streamed", rec, three_models_and_a_subagent(), "weather?"))
+    for line in log_lines(rec):
+        assert isinstance(line, dict) and isinstance(line.get("kind"), str)
+        if line["kind"] == "user_message":
+            assert isinstance(line["userInput"], str | list)
+        elif line["kind"] == "step":
+            step = line["stepResult"]
+            assert step["type"] in STEP_TYPES  # any other type stops skilled_crew's replay
+            if step["type"] == "text":
+                assert isinstance(step["text"], str)
+        elif line["kind"] == "final_result":
+            assert isinstance(line["finalResult"], dict)
+            assert isinstance(line["finalResult"]["text"], str)
+    session = read_session(rec)
+    for each in all_sessions(session):
+        assert each.info["status"] in ("running", "completed", "error", "suspended")
+        for message in each.messages:
+            for part in message.parts:
+                assert {"id", "sessionID", "messageID", "type"} <= set(part)
+                if part["type"] == "tool" and part["state"]["status"] != "pending":
+                    assert isinstance(part["state"]["time"]["start"], int)  # AgentUse sorts by it
+
+
+def test_a_one_line_probe_adds_under_10_kb_across_tree_log_and_store() -> None:
+    """Session-Bench's S1: one prompt, one answer. The bytes it adds to the tree and the log
+    (every file of its session and its log), and to the store (the database's growth once
+    its write-ahead log is checkpointed into it), on a store already in use."""
+    agent = Agent(name="A", model=model(final("pong")))
+    asyncio.run(Recorder(session_name="before").run(agent, "warm up"))  # the store exists
+
+    def store_bytes(rec: Recorder) -> int:
+        with sqlite3.connect(rec.store.path) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return rec.store.path.stat().st_size
+
+    rec = Recorder(session_name="probe")
+    before = store_bytes(rec)
+    asyncio.run(rec.run(Agent(name="A", model=model(final("pong"))), "ping"))
+    asyncio.run(rec.aclose())
+    tree = sum(p.stat().st_size for p in rec.session_dir.rglob("*") if p.is_file())
+    logs = sum(p.stat().st_size for p in rec.log_path.parent.iterdir()
+               if p.name.startswith(rec.log_path.stem))  # the log and its owner record
+    added = tree + logs + store_bytes(rec) - before
+    print(f"probe: tree {tree} B, log {logs} B, store {store_bytes(rec) - before} B")
+    assert tree > 0 and logs > 0 and added <= 10_000
