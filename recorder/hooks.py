@@ -100,7 +100,8 @@ class RecorderHooks(RunHooks[Any]):
                 "(the Agents SDK's default agent runner was replaced after sessiontape "
                 "installed its own, or these hooks were used outside Runner.run/"
                 "run_streamed/run_sync): this run is not recorded")
-        self.scope.submit(event_type(scope=self.scope.id, at=now_ms(), **fields))
+        scope = self.scope
+        WRITER.submit(scope.recorder, event_type(scope=scope.id, at=now_ms(), **fields))
 
     @_guarded
     def on_agent_start(self, context: RunContextWrapper[Any], agent: Agent[Any]) -> None:

@@ -69,10 +69,16 @@ class EventWriter:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._hurry = threading.Event()  # a flush is waiting: write the batch now
-        self.pending = 0  # events queued and not yet written
+        self._taken = 0  # items the writer took off the queue and has not written yet
         self.high_water, self.low_water = HIGH_WATER, LOW_WATER
         self._room: list[asyncio.Future[None]] = []  # hooks waiting for the queue to shrink
-        self._count_lock = threading.Lock()
+        self._room_lock = threading.Lock()
+
+    @property
+    def pending(self) -> int:
+        """Events queued and not yet written (flush markers included): counted without a
+        lock, so that :meth:`submit` takes none (a moment's miscount of one is harmless)."""
+        return self._queue.qsize() + self._taken
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -86,8 +92,6 @@ class EventWriter:
         """Queue ``event`` for ``target``'s sinks; returns at once."""
         if self._thread is None:
             self._ensure_thread()
-        with self._count_lock:
-            self.pending += 1
         self._queue.put((target, event))
 
     async def room(self) -> None:
@@ -96,7 +100,7 @@ class EventWriter:
         if self.pending <= self.high_water:
             return
         waiter = asyncio.get_running_loop().create_future()
-        with self._count_lock:
+        with self._room_lock:
             if self.pending <= self.low_water:
                 return
             self._room.append(waiter)
@@ -104,9 +108,9 @@ class EventWriter:
         await waiter
 
     def _written(self, count: int) -> None:
-        """``count`` events were written: wake the hooks waiting for room, if there is."""
-        with self._count_lock:
-            self.pending -= count
+        """``count`` items were written: wake the hooks waiting for room, if there is."""
+        with self._room_lock:
+            self._taken -= count
             if self.pending > self.low_water or not self._room:
                 return
             waiters, self._room = self._room, []
@@ -117,6 +121,7 @@ class EventWriter:
     def _drain(self) -> None:
         while True:
             batch = [self._queue.get()]
+            self._taken += 1
             if not isinstance(batch[0][1], (_Flush, _Stop)):
                 self._hurry.wait(BATCH_WINDOW)
             self._hurry.clear()
@@ -125,23 +130,24 @@ class EventWriter:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
+                self._taken += 1
             self._write(batch)
             if isinstance(batch[-1][1], _Stop):
                 return
 
     def _write(self, batch: list[tuple[Target | None, Event | _Flush | _Stop]]) -> None:
         touched: dict[Target, None] = {}  # in order of first event
-        events = 0
+        items = 0
         for target, item in batch:
+            items += 1
             if isinstance(item, _Flush):
                 self._flush_sinks(touched)
-                self._written(events)
-                events = 0
+                self._written(items)
+                items = 0
                 item.done.set()
                 continue
             if isinstance(item, _Stop):
                 continue
-            events += 1
             assert target is not None
             touched[target] = None
             try:
@@ -155,7 +161,7 @@ class EventWriter:
                 except Exception as exc:  # a sink must never stop the others
                     target.report(exc)
         self._flush_sinks(touched)
-        self._written(events)
+        self._written(items)
 
     @staticmethod
     def _flush_sinks(touched: dict[Target, None]) -> None:
