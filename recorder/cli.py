@@ -13,7 +13,7 @@ from sessiontape.storage.names import DEFAULT_USER_ID
 from sessiontape.storage.paths import resolved_paths
 from sessiontape.storage.version import __version__
 
-from . import cli_logs, cli_run, cli_sessions
+from . import cli_export, cli_logs, cli_run, cli_sessions
 from .console import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, print_json, use_color
 
 
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", default=None,
                       help="a real OpenAI model, e.g. gpt-4.1-mini (needs OPENAI_API_KEY)")
     demo.set_defaults(handler=cmd_demo)
-    for module in (cli_run, cli_logs, cli_sessions):
+    for module in (cli_run, cli_logs, cli_sessions, cli_export):
         module.register(verbs)
     return parser
 

@@ -1,0 +1,133 @@
+"""``sessiontape export``: recorded conversations written as an Agents Ledger."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+from pathlib import Path
+
+from sessiontape.storage.ledger import (
+    LedgerConversation,
+    LedgerSourceError,
+    LedgerSummary,
+    export_ledger,
+)
+
+from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, eprint, print_json, printable
+from .sessions import (
+    AmbiguousSessionError,
+    Locations,
+    SessionInfo,
+    SessionLookupError,
+    find_session,
+    list_sessions,
+)
+
+PROG = "sessiontape export"
+
+
+def _lookup(name: str, user: str | None, where: Locations) -> SessionInfo | int:
+    """The conversation ``name`` names (as ``sessions show`` finds it), or the exit code
+    after saying why there is none: 1 unknown, 2 ambiguous."""
+    try:
+        return find_session(name, user, locations=where)
+    except AmbiguousSessionError as exc:
+        eprint(f"{PROG}: {exc}:")
+        for info in exc.candidates:
+            eprint(printable(f"  {info.session_name}  user {info.user_id or '-'}"
+                             f"  agentuse {info.agentuse_id or '-'}  origin {info.origin}"))
+        return EXIT_USAGE
+    except SessionLookupError as exc:
+        eprint(f"{PROG}: {exc}")
+        return EXIT_FAILURE
+
+
+def _selected(args: argparse.Namespace, where: Locations) -> list[SessionInfo] | int:
+    """Each ``--session`` once, else every conversation (of ``--user``); or an exit code."""
+    if not args.session:
+        return list_sessions(args.user, locations=where, with_usage=False)
+    found: dict[tuple[str | None, str], SessionInfo] = {}
+    for name in args.session:
+        info = _lookup(name, args.user, where)
+        if isinstance(info, int):
+            return info
+        found.setdefault((info.user_id, info.session_name), info)
+    return list(found.values())
+
+
+def _conversation(info: SessionInfo) -> LedgerConversation:
+    return LedgerConversation(info.user_id, info.session_name, info.agentuse_dir,
+                              info.log_path, info.origin)
+
+
+def _summary_line(summary: LedgerSummary) -> str:
+    plural = "" if summary.conversations == 1 else "s"
+    return (f"exported {summary.conversations} conversation{plural} to {summary.path}: "
+            f"{summary.sessions} sessions ({summary.subagents} subagents), "
+            f"{summary.messages} messages, {summary.turns} turns, "
+            f"{summary.tool_calls} tool calls")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the chosen conversations into a new ledger file and say what it holds."""
+    where = Locations.resolve(project_root=args.project)
+    selected = _selected(args, where)
+    if isinstance(selected, int):
+        return selected
+    # Oldest first: when two conversations repeat a layout's id, the older one keeps it.
+    selected.sort(key=lambda i: (i.first_ms or 0, i.user_id or "", i.session_name))
+    try:
+        summary = export_ledger(args.out, [_conversation(info) for info in selected],
+                                force=args.force, strict=bool(args.session))
+    except FileExistsError:
+        eprint(printable(f"{PROG}: {args.out} already exists; pass --force to replace it"))
+        return EXIT_USAGE
+    except LedgerSourceError as exc:
+        eprint(printable(f"{PROG}: {exc}; nothing written"))
+        return EXIT_FAILURE
+    except (OSError, sqlite3.Error) as exc:
+        eprint(printable(f"{PROG}: cannot write {args.out}: {exc}"))
+        return EXIT_FAILURE
+    for problem in summary.problems:
+        eprint(f"{PROG}: warning: {printable(problem)}")
+    for skipped in summary.skipped:
+        eprint(f"{PROG}: warning: skipped {printable(skipped)}")
+    if args.json:
+        print_json(summary.to_json())
+    else:
+        print(printable(_summary_line(summary)))
+    return EXIT_OK
+
+
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``export`` verb."""
+    export = verbs.add_parser(
+        "export", help="write recorded conversations as an Agents Ledger (SQLite)",
+        description="Write recorded conversations into a new SQLite file in the Agents "
+                    "Ledger's format: the tables agent_sessions (subagents included, linked "
+                    "to the call that ran them), agent_messages, agent_turns and "
+                    "agent_tool_calls. Each conversation is read from its AgentUse tree, "
+                    "else from its replay log. The file is created 0600 and appears whole "
+                    "or not at all.",
+        epilog="Exit status: 0 written; 1 unknown --session, a named session with nothing "
+               "to export, or a write error (nothing is written); 2 usage error, an "
+               "ambiguous name, or FILE exists without --force. Without --session a "
+               "conversation with nothing to export (only stored items) is skipped with a "
+               "warning.")
+    export.add_argument("--format", required=True, choices=("ledger",),
+                        help="the format to write (ledger: Mnemonic's Agents Ledger)")
+    export.add_argument("--out", required=True, type=Path, metavar="FILE",
+                        help="the SQLite file to create")
+    export.add_argument("--session", action="append", default=None, metavar="NAME",
+                        help="a conversation to export, by name or AgentUse id prefix as "
+                             "`sessions show` takes it (repeatable; default: every "
+                             "conversation `sessions list` lists)")
+    export.add_argument("--user", default=None, metavar="U",
+                        help="only conversations of this user id")
+    export.add_argument("--project", type=Path, default=None, metavar="DIR",
+                        help="the project whose AgentUse tree is read (default: the current "
+                             "directory)")
+    export.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    export.add_argument("--json", action="store_true",
+                        help="print the counts and the path as one JSON object")
+    export.set_defaults(handler=cmd_export)

@@ -1,0 +1,885 @@
+"""Recorded conversations exported as an Agents Ledger: Mnemonic's four ``agent_*`` tables.
+
+:func:`export_ledger` writes a new SQLite file with ``agent_sessions``, ``agent_messages``,
+``agent_turns`` and ``agent_tool_calls``, with the ledger's own columns (docs/formats.md,
+"Agents Ledger export", maps our layouts onto them), and two tables of ours:
+``sessiontape_meta`` (its format) and ``sessiontape_conversations`` (the user and session
+name of each top-level session).
+
+Each conversation is read from its AgentUse tree when it has one (ids, times, parts,
+subagents), else from its JSONL replay log (turns; a subagent run is the steps that share
+a ``parentCallId``). Rows keep the layouts' ids (session ULIDs, part and exchange ids,
+call ids); a row without one, or whose id an earlier row of the export already took, gets
+a uuid5 of its file and position, so exporting the same conversations again gives the
+same ids.
+
+The file is written as a temporary file beside ``out`` (0600) and renamed into place, so
+a failed export leaves nothing behind, and an existing file is only replaced with
+``force``. This module only reads the layouts.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import uuid
+from collections import defaultdict, deque
+from collections.abc import Iterator, Sequence
+from contextlib import closing, suppress
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .agentuse_reader import CorruptFileError, LoadedMessage, LoadedSession, load_session
+from .file_writes import FILE_MODE
+from .items import content_text
+from .json_style import dumps_compact, loads
+from .liveness import reported_status
+from .log_entries import step_failed, step_of
+from .log_reader import LogEntry, SessionLogReader, Turn, group_turns
+
+__all__ = [
+    "LEDGER_FORMAT",
+    "LedgerConversation",
+    "LedgerSourceError",
+    "LedgerSummary",
+    "export_ledger",
+]
+
+LEDGER_FORMAT = "sessiontape-ledger/1"
+
+_SCHEMA = """
+CREATE TABLE agent_sessions (
+  id TEXT PRIMARY KEY,
+  source TEXT,
+  model TEXT,
+  project TEXT,
+  created_at INTEGER,
+  message_count INTEGER,
+  parent_session_id TEXT,
+  parent_message_id TEXT,
+  tool_call_id TEXT,
+  task_description TEXT,
+  task_status TEXT,
+  is_subagent INTEGER,
+  context_token_limit INTEGER,
+  context_tokens_used INTEGER,
+  is_agentic INTEGER,
+  force_mode TEXT,
+  workspace_path TEXT);
+CREATE TABLE agent_messages (
+  id TEXT PRIMARY KEY,
+  session_id TEXT REFERENCES agent_sessions (id),
+  role TEXT,
+  content TEXT,
+  sequence INTEGER,
+  timestamp INTEGER,
+  checkpoint_id TEXT,
+  is_agentic INTEGER,
+  is_plan_execution INTEGER,
+  context_json TEXT,
+  cursor_rules_json TEXT,
+  metadata_json TEXT);
+CREATE TABLE agent_turns (
+  id TEXT PRIMARY KEY,
+  session_id TEXT REFERENCES agent_sessions (id),
+  parent_turn_id TEXT,
+  query_message_ids TEXT,
+  response_message_id TEXT,
+  model TEXT,
+  token_count INTEGER,
+  timestamp INTEGER,
+  has_children INTEGER,
+  tool_call_count INTEGER);
+CREATE TABLE agent_tool_calls (
+  id TEXT PRIMARY KEY,
+  message_id TEXT REFERENCES agent_messages (id),
+  session_id TEXT REFERENCES agent_sessions (id),
+  tool_name TEXT,
+  tool_number INTEGER,
+  params_json TEXT,
+  result_json TEXT,
+  status TEXT,
+  child_session_id TEXT,
+  started_at INTEGER,
+  completed_at INTEGER);
+CREATE INDEX idx_agent_sessions_parent ON agent_sessions (parent_session_id);
+CREATE INDEX idx_agent_messages_session ON agent_messages (session_id, sequence);
+CREATE INDEX idx_agent_turns_session ON agent_turns (session_id);
+CREATE INDEX idx_agent_tool_calls_session ON agent_tool_calls (session_id);
+CREATE TABLE sessiontape_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sessiontape_conversations (
+  session_id TEXT PRIMARY KEY REFERENCES agent_sessions (id),
+  user_id TEXT,
+  session_name TEXT NOT NULL,
+  agentuse_dir TEXT,
+  log_path TEXT,
+  read_from TEXT NOT NULL);
+"""
+
+_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://sessiontape.invalid/agents-ledger")
+# A layout's status as the ledger says it (others, such as running or pending, stay as they are).
+_STATUS = {"completed": "completed", "error": "failed", "crashed": "failed"}
+# Parts that mark structure or are AgentUse's debug lines, not messages.
+_SKIPPED_PARTS = frozenset(("step-start", "step-finish", "log"))
+# Keys of a part that the row holds elsewhere (id, content, time, the tool call).
+_PART_KEYS = frozenset(("id", "sessionID", "messageID", "type", "text", "message", "time",
+                        "callID", "tool", "state", "agent", "model"))
+
+
+class LedgerSourceError(ValueError):
+    """A conversation has nothing to export from (no tree, no log), or none can be read."""
+
+
+@dataclass(frozen=True)
+class LedgerConversation:
+    """One conversation to export, as the caller found it: its user (None for a session
+    AgentUse wrote), session name, AgentUse session directory and replay log (either may be
+    None), and ``origin`` (who wrote it: ``sessiontape``, ``agentuse``, ``skilled_crew``),
+    which becomes ``agent_sessions.source``."""
+
+    user_id: str | None
+    session_name: str
+    agentuse_dir: Path | None
+    log_path: Path | None
+    origin: str
+
+
+@dataclass
+class LedgerSummary:
+    """What :func:`export_ledger` wrote (row counts) and what it could not read."""
+
+    path: Path
+    conversations: int = 0
+    sessions: int = 0
+    subagents: int = 0
+    messages: int = 0
+    turns: int = 0
+    tool_calls: int = 0
+    skipped: list[str] = field(default_factory=list)   # conversations left out, and why
+    problems: list[str] = field(default_factory=list)  # what was read around (bad lines...)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "format": LEDGER_FORMAT,
+                "conversations": self.conversations, "sessions": self.sessions,
+                "subagents": self.subagents, "messages": self.messages, "turns": self.turns,
+                "tool_calls": self.tool_calls, "skipped": self.skipped,
+                "problems": self.problems}
+
+
+# -- what both layouts are read into ----------------------------------------------------
+
+
+@dataclass
+class _Call:
+    """A tool call; ``child_ref`` is the subagent session id its tree part names."""
+
+    call_id: str | None
+    name: str | None
+    params: str | None
+    status: str | None = None
+    result: str | None = None
+    started: int | None = None
+    completed: int | None = None
+    error: str | None = None
+    child_ref: str | None = None
+    child: _Session | None = None
+    id: str = ""
+
+
+@dataclass
+class _Message:
+    """One ``agent_messages`` row; ``preferred`` is the layout's id for it, if any."""
+
+    role: str
+    content: str
+    timestamp: int | None
+    metadata: dict[str, Any]
+    preferred: str | None = None
+    call: _Call | None = None
+    id: str = ""
+
+    @property
+    def kind(self) -> Any:
+        return self.metadata.get("kind")
+
+
+@dataclass
+class _Exchange:
+    """One turn: its messages in order, the model that answered, tokens and cost."""
+
+    messages: list[_Message] = field(default_factory=list)
+    preferred: str | None = None
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+    completed: int | None = None
+    id: str = ""
+
+    def add_usage(self, tokens: dict[str, Any], cost: Any) -> None:
+        """Add one model call's (or the whole exchange's) tokens and cost."""
+        usage = self.usage or {"inputTokens": 0, "outputTokens": 0, "reasoningTokens": 0,
+                               "cachedTokens": 0, "cost": 0}
+        for key in ("inputTokens", "outputTokens", "reasoningTokens", "cachedTokens"):
+            usage[key] += _int(tokens.get(key)) or 0
+        usage["cost"] += _number(cost)
+        self.usage = usage
+
+
+@dataclass
+class _Session:
+    """One ``agent_sessions`` row with its turns and its subagents."""
+
+    seed: str
+    preferred: str | None
+    source: str
+    model: str | None = None
+    workspace: str | None = None
+    created_at: int | None = None
+    exchanges: list[_Exchange] = field(default_factory=list)
+    subagents: list[_Session] = field(default_factory=list)
+    parent: _Session | None = None
+    spawn: _Message | None = None  # the parent's tool call message that ran it
+    task_status: str | None = None
+    context_limit: int | None = None
+    context_used: int | None = None
+    agentic: bool = False
+    id: str = ""
+
+    def adopt(self, child: _Session, spawn: _Message | None) -> None:
+        """Make ``child`` a subagent run by the call of ``spawn`` (None: not found)."""
+        child.parent, child.spawn = self, spawn
+        if spawn is not None and spawn.call is not None:
+            spawn.call.child = child
+        self.subagents.append(child)
+
+
+# -- small readers ----------------------------------------------------------------------
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else 0.0
+
+
+def _status(status: Any) -> str | None:
+    """A layout's status as the ledger says it (``error`` is ``failed``)."""
+    return _STATUS.get(status, status) if isinstance(status, str) else None
+
+
+def _project(workspace: str | None) -> str | None:
+    """The project's name: the last folder of its root."""
+    return (os.path.basename(workspace.rstrip("/")) or workspace) if workspace else None
+
+
+def _log_ms(stamp: Any) -> int | None:
+    """A log timestamp (``2026-11-23T14:37:23.881Z``) in Unix ms; None if it is not one."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as a JSON document: a string that is JSON already as it is (tool arguments,
+    a JSON result), another string as a JSON string, anything else as compact JSON."""
+    if isinstance(value, str):
+        try:
+            loads(value)
+        except ValueError:
+            return dumps_compact(value).decode()
+        return value
+    return dumps_compact(value).decode()
+
+
+def _task_text(params: str | None) -> str | None:
+    """What a subagent was asked: the one string argument of its call (``{"input": ...}``,
+    AgentUse's ``{"task": ...}``), else the arguments as they are."""
+    try:
+        value = loads(params) if params is not None else None
+    except ValueError:
+        return params
+    if isinstance(value, dict) and len(value) == 1:
+        (only,) = value.values()
+        if isinstance(only, str):
+            return only
+    return params
+
+
+def _compact(metadata: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` without its empty entries."""
+    return {key: value for key, value in metadata.items() if value is not None}
+
+
+def _tokens(tokens: dict[str, Any]) -> dict[str, Any]:
+    """An AgentUse ``tokens`` object in the log's ``usage`` names."""
+    return {"inputTokens": tokens.get("input"), "outputTokens": tokens.get("output"),
+            "reasoningTokens": tokens.get("reasoning"),
+            "cachedTokens": _obj(tokens.get("cache")).get("read")}
+
+
+def _context(tokens: dict[str, Any]) -> int | None:
+    """The context a model call ended with: its input and output tokens."""
+    used = [_int(tokens.get(key)) for key in ("inputTokens", "outputTokens")]
+    return sum(n for n in used if n is not None) if any(n is not None for n in used) else None
+
+
+# -- the AgentUse tree ------------------------------------------------------------------
+
+
+def _prompt(info: dict[str, Any]) -> str:
+    """An exchange's prompt: ``user.prompt.task``, and ``user.prompt.user`` when given."""
+    prompt = _obj(_obj(info.get("user")).get("prompt"))
+    return "\n".join(str(prompt[key]) for key in ("task", "user") if prompt.get(key))
+
+
+def _tree_call(part: dict[str, Any]) -> _Call:
+    state = _obj(part.get("state"))
+    times = _obj(state.get("time"))
+    status = state.get("status")
+    error = state.get("error") if status == "error" else None
+    output = error if error is not None else state.get("output")
+    return _Call(_str(part.get("callID")), _str(part.get("tool")),
+                 _json_text(state["input"]) if "input" in state else None, _status(status),
+                 None if output is None else _json_text(output),
+                 _int(times.get("start")), _int(times.get("end")),
+                 error if isinstance(error, str) else None,
+                 _str(_obj(state.get("metadata")).get("sessionID")))
+
+
+def _part_time(part: dict[str, Any]) -> int | None:
+    times = _obj(part.get("time")) or _obj(_obj(part.get("state")).get("time"))
+    return _int(times.get("start"))
+
+
+def _part_message(part: dict[str, Any], agent: str | None, model: str | None,
+                  at: int | None) -> _Message:
+    """A part as a row: a tool call with its call, any other part with its text (or message)
+    as the content and its own fields in the metadata."""
+    kind = str(part.get("type"))
+    extra = {key: value for key, value in part.items() if key not in _PART_KEYS}
+    metadata = _compact({"kind": kind, "agent": agent, "model": model, **extra})
+    when = _part_time(part) or at
+    if kind == "tool":
+        return _Message("assistant", "", when, metadata, _str(part.get("id")), _tree_call(part))
+    content = part.get("text", part.get("message"))
+    return _Message("assistant", "" if content is None else str(content), when, metadata,
+                    _str(part.get("id")))
+
+
+class _TreeReader:
+    """Reads one AgentUse session (and its subagents, recursively) into a :class:`_Session`."""
+
+    def __init__(self, loaded: LoadedSession, source: str) -> None:
+        info = loaded.info
+        self.loaded = loaded
+        self.agent = _str(_obj(info.get("agent")).get("name"))
+        self.session = _Session(
+            str(loaded.directory), _str(info.get("id")), source, _str(info.get("model")),
+            _str(_obj(info.get("project")).get("root")),
+            _int(_obj(info.get("time")).get("created")),
+            task_status=_status(reported_status(info, loaded.directory)),
+            agentic=bool(loaded.tools))
+        self.calls: list[_Message] = []
+
+    def read(self) -> _Session:
+        for message in self.loaded.messages:
+            self.session.exchanges.append(self._exchange(message))
+        self.session.agentic = self.session.agentic or bool(self.calls)
+        used: set[int] = set()
+        for sub in self.loaded.subagents:
+            child = _TreeReader(sub, self.session.source).read()
+            self.session.adopt(child, self._spawning_call(child, used))
+        return self.session
+
+    def _exchange(self, message: LoadedMessage) -> _Exchange:
+        info = message.info
+        times = _obj(info.get("time"))
+        created = _int(times.get("created"))
+        assistant = _obj(info.get("assistant"))
+        exchange = _Exchange(preferred=_str(info.get("id")), model=_str(assistant.get("modelID")),
+                             completed=_int(times.get("completed")))
+        system = assistant.get("system")
+        exchange.messages += [_Message("system", text, created, {"kind": "system"})
+                              for text in (system if isinstance(system, list) else [])
+                              if isinstance(text, str)]
+        exchange.messages.append(_Message("user", _prompt(info), created, {"kind": "prompt"}))
+        self._parts(message.parts, exchange, created)
+        if isinstance(assistant.get("tokens"), dict):
+            exchange.add_usage(_tokens(assistant["tokens"]), assistant.get("cost"))
+        context = _obj(assistant.get("context"))  # AgentUse's own: the context window
+        self.session.context_limit = _int(context.get("contextLimit")) \
+            or self.session.context_limit
+        self.session.context_used = _int(context.get("activeTokens")) \
+            or self.session.context_used
+        return exchange
+
+    def _parts(self, parts: list[dict[str, Any]], exchange: _Exchange, at: int | None) -> None:
+        """The exchange's parts as rows; step parts name the agent and model of what
+        follows (AgentUse writes none: its session's agent and the exchange's model)."""
+        agent, model = self.agent, exchange.model
+        for part in parts:
+            kind = part.get("type")
+            if kind == "step-start":
+                agent, model = _str(part.get("agent")) or agent, _str(part.get("model")) or model
+            elif kind == "step-finish":
+                self.session.context_used = _context(_tokens(_obj(part.get("tokens"))))
+            if kind in _SKIPPED_PARTS or not isinstance(kind, str):
+                continue
+            row = _part_message(part, agent, model, at)
+            if row.call is not None:
+                self.calls.append(row)
+            exchange.messages.append(row)
+
+    def _spawning_call(self, child: _Session, used: set[int]) -> _Message | None:
+        """The call that ran ``child``: the tool part naming its session (ours), else
+        (AgentUse's own ``subagent__*`` parts name none) the unused one of those that
+        started nearest to the subagent's creation."""
+        named = [m for m in self.calls if m.call and m.call.child_ref == child.preferred]
+        unnamed = [m for m in self.calls if m.call and m.call.child_ref is None
+                   and (m.call.name or "").startswith("subagent__") and id(m) not in used]
+        created = child.created_at or 0
+        candidates = named or sorted(unnamed, key=lambda m: abs((m.timestamp or 0) - created))
+        if not candidates:
+            return None
+        used.add(id(candidates[0]))
+        return candidates[0]
+
+
+# -- the replay log ---------------------------------------------------------------------
+
+
+@dataclass
+class _Scope:
+    """Where a log line's rows go: the conversation's session, or a subagent run's."""
+
+    session: _Session
+    exchange: _Exchange
+    agent: str | None = None
+    text: _Message | None = None  # the last row, if text: the next text step extends it
+    # skilled_crew's steps have no callId: a tool's ends come in its starts' order
+    open: defaultdict[tuple[str | None, str | None], deque[_Message]] = field(
+        default_factory=lambda: defaultdict(deque))
+
+    def add(self, message: _Message) -> _Message:
+        self.exchange.messages.append(message)
+        self.text = message if message.kind == "text" else None
+        return message
+
+    def answer(self, text: str, at: int | None) -> None:
+        """The exchange's answer, when the log has it only outside a ``text`` step (a
+        ``final_result``, a subagent's result)."""
+        if not any(m.kind == "text" for m in self.exchange.messages):
+            self.add(_Message("assistant", text, at, _compact({"kind": "text",
+                                                                "agent": self.agent})))
+
+
+def _turn_entries(entries: list[LogEntry]) -> Iterator[list[LogEntry]]:
+    """The log's entries cut where :func:`group_turns` starts a turn: at each
+    ``user_message`` and after each ``final_result``."""
+    chunk: list[LogEntry] = []
+    for entry in entries:
+        if entry.kind == "user_message" and chunk:
+            yield chunk
+            chunk = []
+        chunk.append(entry)
+        if entry.kind == "final_result":
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _prompt_content(user_input: Any) -> str:
+    """A log's ``userInput`` (a string, or input items) as text."""
+    if isinstance(user_input, list):
+        return "\n".join(content_text(item.get("content")) if isinstance(item, dict)
+                         else str(item) for item in user_input)
+    return "" if user_input is None else str(user_input)
+
+
+class _LogReader:
+    """Reads a replay log into the conversation's :class:`_Session`; each subagent run (the
+    steps and model calls with one ``parentCallId``) becomes a subagent session of the
+    session that made that call."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path = path
+        self.main = _Session(str(path), None, source)
+        self.scope = _Scope(self.main, _Exchange())
+        self.calls: dict[str, tuple[_Message, _Scope]] = {}  # by callId
+        self.runs: dict[str, _Scope] = {}  # subagent runs by parentCallId
+        self.problems: list[str] = []
+
+    def read(self) -> _Session:
+        reader = SessionLogReader(self.path)
+        entries = reader.entries()
+        self.problems += [str(problem) for problem in reader.problems]
+        for chunk in _turn_entries(entries):
+            turns = group_turns(chunk)
+            if turns:
+                self._turn(chunk, turns[0])
+        return self.main
+
+    def _turn(self, entries: list[LogEntry], turn: Turn) -> None:
+        self.scope = _Scope(self.main, _Exchange(), self.scope.agent)
+        self.main.exchanges.append(self.scope.exchange)
+        for entry in entries:
+            at = _log_ms(entry.timestamp)
+            if entry.kind == "user_message":
+                self._user_message(entry.data, at)
+            elif entry.kind == "model_call":
+                self._model_call(entry.data, at)
+            elif entry.kind == "final_result":
+                self.scope.exchange.completed = at
+            else:
+                step = step_of(entry.kind, entry.data)
+                if step is not None:
+                    self._step(step, at)
+        exchange = self.scope.exchange
+        exchange.model = _str(turn.model) or exchange.model
+        self.main.model = exchange.model or self.main.model
+        if turn.complete and turn.text:
+            self.scope.answer(turn.text, exchange.completed)
+
+    def _user_message(self, data: dict[str, Any], at: int | None) -> None:
+        self.main.created_at = self.main.created_at or at
+        self.main.workspace = _str(data.get("projectRoot")) or self.main.workspace
+        user_input = data.get("userInput")
+        metadata = {"kind": "prompt"} if isinstance(user_input, str) \
+            else {"kind": "prompt", "input": user_input}
+        self.scope.add(_Message("user", _prompt_content(user_input), at, metadata))
+
+    def _scope_of(self, data: dict[str, Any], at: int | None) -> _Scope:
+        """The scope of a line: its subagent run's (started at its first line), else the
+        conversation's."""
+        parent = _str(data.get("parentCallId"))
+        if parent is None:
+            return self.scope
+        if parent not in self.runs:
+            spawn, owner = self.calls.get(parent, (None, self.scope))
+            child = _Session(f"{self.path}#run{len(self.runs)}", None, self.main.source,
+                             workspace=self.main.workspace, created_at=at)
+            scope = self.runs[parent] = _Scope(child, _Exchange())
+            child.exchanges.append(scope.exchange)
+            owner.session.adopt(child, spawn)
+            task = _task_text(spawn.call.params) if spawn and spawn.call else None
+            if task is not None:
+                scope.add(_Message("user", task, at, {"kind": "prompt"}))
+        return self.runs[parent]
+
+    def _model_call(self, data: dict[str, Any], at: int | None) -> None:
+        scope = self._scope_of(data, at)
+        agent, model = _str(data.get("agentName")) or scope.agent, _str(data.get("model"))
+        tokens = _obj(data.get("usage"))
+        scope.exchange.add_usage(tokens, data.get("cost"))
+        scope.exchange.model = model or scope.exchange.model
+        scope.session.model = model or scope.session.model
+        scope.session.context_used = _context(tokens)
+        reasoning = data.get("reasoning")
+        for text in reasoning if isinstance(reasoning, list) else []:
+            scope.add(_Message("assistant", str(text), at,
+                               _compact({"kind": "reasoning", "agent": agent, "model": model})))
+
+    def _step(self, step: dict[str, Any], at: int | None) -> None:
+        scope = self._scope_of(step, at)
+        kind = step.get("type")
+        agent = _str(step.get("agentName")) or scope.agent
+        if kind in ("agent_start", "handoff"):
+            scope.agent = _str(step.get("toAgentName" if kind == "handoff" else "agentName"))
+        if kind == "text" and scope.text is not None:
+            scope.text.content += str(step.get("text", ""))
+        elif kind == "agent_tool_start":
+            self._tool_start(scope, step, agent, at)
+        elif kind == "agent_tool_end":
+            self._tool_end(scope, step, agent, at)
+        elif kind == "handoff":
+            scope.add(_Message("assistant", "", at, _compact(
+                {"kind": "handoff", "agent": agent, "toAgent": step.get("toAgentName")})))
+        elif kind not in ("agent_start", "agent_end"):
+            extra = {k: v for k, v in step.items()
+                     if k not in ("type", "text", "agentName", "parentCallId")}
+            scope.add(_Message("assistant", str(step.get("text", "")), at,
+                               _compact({"kind": kind, "agent": agent, **extra})))
+
+    def _tool_start(self, scope: _Scope, step: dict[str, Any], agent: str | None,
+                    at: int | None) -> None:
+        arguments = step.get("toolArgumentsStr")
+        call = _Call(_str(step.get("callId")), _str(step.get("toolName")),
+                     None if arguments is None else _json_text(arguments), "running", started=at)
+        message = scope.add(_Message("assistant", "", at, _compact(
+            {"kind": "tool", "agent": agent}), call=call))
+        scope.session.agentic = True
+        if call.call_id is not None:
+            self.calls[call.call_id] = (message, scope)
+        else:
+            scope.open[(agent, call.name)].append(message)
+
+    def _started(self, scope: _Scope, step: dict[str, Any], agent: str | None) -> _Call | None:
+        """The call a tool's end closes: by its callId, else its tool's oldest open start."""
+        call_id = _str(step.get("callId"))
+        if call_id is not None:
+            message = self.calls[call_id][0] if call_id in self.calls else None
+        else:
+            waiting = scope.open.get((agent, _str(step.get("toolName"))))
+            message = waiting.popleft() if waiting else None
+        return message.call if message is not None else None
+
+    def _tool_end(self, scope: _Scope, step: dict[str, Any], agent: str | None,
+                  at: int | None) -> None:
+        call = self._started(scope, step, agent)
+        if call is None:  # an end whose start is not in the log
+            call = _Call(_str(step.get("callId")), _str(step.get("toolName")), None, started=at)
+            scope.add(_Message("assistant", "", at, _compact({"kind": "tool", "agent": agent}),
+                               call=call))
+        failed = step_failed(step)
+        call.error = _str(step.get("error")) if failed else None
+        result = call.error or step.get("result")
+        call.status, call.completed = ("failed" if failed else "completed"), at
+        call.result = None if result is None else _json_text(result)
+        run = self.runs.get(call.call_id) if call.call_id is not None else None
+        if run is not None:  # a subagent run ends with its call, whose result is its answer
+            run.session.task_status, run.exchange.completed = call.status, at
+            if not failed and isinstance(step.get("result"), str):
+                run.answer(step["result"], at)
+
+
+# -- writing ----------------------------------------------------------------------------
+
+
+class _Ids:
+    """Row ids, unique per table: the layout's id when no earlier row took it, else a
+    uuid5 of the row's seed (its file and position)."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, set[str]] = defaultdict(set)
+
+    def claim(self, table: str, preferred: str | None, seed: str) -> str:
+        used = self._used[table]
+        value = preferred if preferred and preferred not in used \
+            else str(uuid.uuid5(_NAMESPACE, f"{table}\0{seed}"))
+        used.add(value)
+        return value
+
+
+def _assign_ids(session: _Session, ids: _Ids) -> None:
+    """Ids for the session, its rows and (after them) its subagents: a log's subagent
+    run is ``task-<call id>``, as the ledger names a subagent without an id of its own."""
+    spawn_call = session.spawn.call if session.spawn is not None else None
+    preferred = session.preferred or (f"task-{spawn_call.id}" if spawn_call else None)
+    session.id = ids.claim("agent_sessions", preferred, session.seed)
+    sequence = 0
+    for number, exchange in enumerate(session.exchanges):
+        exchange.id = ids.claim("agent_turns", exchange.preferred, f"{session.seed}#{number}")
+        for message in exchange.messages:
+            seed = f"{session.seed}#{number}.{sequence}"
+            message.id = ids.claim("agent_messages", message.preferred, seed)
+            if message.call is not None:
+                message.call.id = ids.claim("agent_tool_calls", message.call.call_id, seed)
+            sequence += 1
+    for sub in session.subagents:
+        _assign_ids(sub, ids)
+
+
+def _response(exchange: _Exchange) -> _Message | None:
+    """The exchange's answer: its last text."""
+    texts = [m for m in exchange.messages if m.kind == "text"]
+    return texts[-1] if texts else None
+
+
+def _session_row(session: _Session) -> tuple[Any, ...]:
+    spawn = session.spawn
+    call = spawn.call if spawn is not None else None
+    return (session.id, session.source, session.model, _project(session.workspace),
+            session.created_at, sum(len(e.messages) for e in session.exchanges),
+            session.parent.id if session.parent else None, spawn.id if spawn else None,
+            call.id if call else None, _task_text(call.params) if call else None,
+            session.task_status if session.parent else None, int(session.parent is not None),
+            session.context_limit, session.context_used, int(session.agentic), None,
+            session.workspace)
+
+
+def _metadata(message: _Message, usage: dict[str, Any] | None) -> str:
+    """The row's metadata, with its call's ``toolFormerData`` and the ``tokenCount`` of its
+    exchange (given for the exchange's response only)."""
+    metadata = dict(message.metadata)
+    call = message.call
+    if call is not None:
+        metadata["toolFormerData"] = _compact({
+            "name": call.name, "callId": call.call_id, "status": call.status,
+            "params": call.params, "result": call.result, "error": call.error})
+    if usage is not None:
+        metadata["tokenCount"] = usage
+    return dumps_compact(metadata).decode()
+
+
+def _message_rows(session: _Session) -> Iterator[tuple[Any, ...]]:
+    sequence = 0
+    for exchange in session.exchanges:
+        response = _response(exchange)
+        for message in exchange.messages:
+            usage = exchange.usage if message is response else None
+            yield (message.id, session.id, message.role, message.content, sequence,
+                   message.timestamp, None, int(session.agentic), 0, None, None,
+                   _metadata(message, usage))
+            sequence += 1
+
+
+def _turn_rows(session: _Session) -> Iterator[tuple[Any, ...]]:
+    last = len(session.exchanges) - 1
+    for number, exchange in enumerate(session.exchanges):
+        response = _response(exchange)
+        usage = exchange.usage
+        times = [m.timestamp for m in exchange.messages if m.timestamp is not None]
+        yield (exchange.id, session.id,
+               session.exchanges[number - 1].id if number else None,
+               dumps_compact([m.id for m in exchange.messages if m.role == "user"]).decode(),
+               response.id if response else None, exchange.model,
+               usage["inputTokens"] + usage["outputTokens"] if usage else None,
+               exchange.completed or max(times, default=None), int(number < last),
+               sum(m.call is not None for m in exchange.messages))
+
+
+def _tool_call_rows(session: _Session) -> Iterator[tuple[Any, ...]]:
+    for exchange in session.exchanges:
+        calls = [m for m in exchange.messages if m.call is not None]
+        for number, message in enumerate(calls):
+            call = message.call
+            assert call is not None
+            yield (call.id, message.id, session.id, call.name, number, call.params, call.result,
+                   call.status, call.child.id if call.child else None, call.started,
+                   call.completed)
+
+
+def _rows(conn: sqlite3.Connection, table: str, width: int,
+          rows: Iterator[tuple[Any, ...]]) -> int:
+    """Insert ``rows`` of ``width`` columns into ``table``; how many."""
+    return conn.executemany(f"INSERT INTO {table} VALUES ({','.join('?' * width)})",
+                            rows).rowcount
+
+
+def _insert(conn: sqlite3.Connection, session: _Session, summary: LedgerSummary) -> None:
+    """The rows of ``session`` and of its subagents."""
+    _rows(conn, "agent_sessions", 17, iter([_session_row(session)]))
+    summary.messages += _rows(conn, "agent_messages", 12, _message_rows(session))
+    summary.turns += _rows(conn, "agent_turns", 10, _turn_rows(session))
+    summary.tool_calls += _rows(conn, "agent_tool_calls", 11, _tool_call_rows(session))
+    summary.sessions += 1
+    summary.subagents += session.parent is not None
+    for sub in session.subagents:
+        _insert(conn, sub, summary)
+
+
+# -- reading a conversation -------------------------------------------------------------
+
+
+def _read(conversation: LedgerConversation, problems: list[str]) -> tuple[_Session, str]:
+    """The conversation's session tree and where it was read (``agentuse`` or ``log``);
+    LedgerSourceError when there is nothing to read it from."""
+    directory, log = conversation.agentuse_dir, conversation.log_path
+    if directory is not None and directory.is_dir():
+        try:
+            return _TreeReader(load_session(directory), conversation.origin).read(), "agentuse"
+        except (CorruptFileError, OSError) as exc:
+            if log is None:
+                raise LedgerSourceError(f"{_name(conversation)}: {exc}") from None
+            problems.append(f"{_name(conversation)}: {exc}; exported from its log")
+    if log is None:
+        raise LedgerSourceError(f"{_name(conversation)}: nothing to export: no AgentUse tree "
+                                "and no replay log")
+    reader = _LogReader(log, conversation.origin)
+    try:
+        session = reader.read()
+    except OSError as exc:
+        raise LedgerSourceError(f"{_name(conversation)}: {log}: cannot read: "
+                                f"{exc.strerror or exc}") from None
+    problems.extend(reader.problems)
+    return session, "log"
+
+
+def _name(conversation: LedgerConversation) -> str:
+    user = f"{conversation.user_id}:" if conversation.user_id is not None else ""
+    return f"{user}{conversation.session_name}"
+
+
+def _write(conn: sqlite3.Connection, conversations: Sequence[LedgerConversation],
+           summary: LedgerSummary, strict: bool) -> None:
+    conn.execute("INSERT INTO sessiontape_meta VALUES ('format', ?)", (LEDGER_FORMAT,))
+    ids = _Ids()
+    for conversation in conversations:
+        try:
+            session, read_from = _read(conversation, summary.problems)
+        except LedgerSourceError as exc:
+            if strict:
+                raise
+            summary.skipped.append(str(exc))
+            continue
+        _assign_ids(session, ids)
+        _insert(conn, session, summary)
+        conn.execute("INSERT INTO sessiontape_conversations VALUES (?,?,?,?,?,?)", (
+            session.id, conversation.user_id, conversation.session_name,
+            str(conversation.agentuse_dir) if read_from == "agentuse" else None,
+            str(conversation.log_path) if conversation.log_path else None, read_from))
+        summary.conversations += 1
+
+
+def _refuse_existing(out: Path) -> None:
+    if os.path.lexists(out):
+        raise FileExistsError(errno.EEXIST, "already exists (force replaces it)", str(out))
+
+
+def export_ledger(out: Path, conversations: Sequence[LedgerConversation], *,
+                  force: bool = False, strict: bool = False) -> LedgerSummary:
+    """Write ``conversations`` as a new Agents Ledger SQLite file at ``out`` (mode 0600).
+
+    Raises FileExistsError if ``out`` exists, unless ``force``. A conversation with nothing
+    to read (no tree and no log, or neither readable) is listed in the summary's
+    ``skipped``, or with ``strict`` raises :class:`LedgerSourceError`. On any error nothing
+    is left at ``out`` (nor beside it) and an existing file is unchanged. When two
+    conversations share a layout id, the first given keeps it.
+    """
+    out = Path(out)
+    if not force:
+        _refuse_existing(out)
+    summary = LedgerSummary(out)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE))
+    try:
+        with closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
+            conn.execute("PRAGMA journal_mode = OFF")  # a failure discards the whole file
+            conn.executescript(_SCHEMA)
+            conn.execute("BEGIN")
+            _write(conn, conversations, summary, strict)
+            conn.execute("COMMIT")
+        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if force:
+            os.replace(tmp, out)
+        else:
+            os.link(tmp, out)  # fails if a file appeared at ``out`` meanwhile
+            os.unlink(tmp)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return summary
