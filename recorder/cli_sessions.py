@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sessiontape.storage.fork import ForkError, ForkResult, TurnRangeError, fork_session
 from sessiontape.storage.items import clip, content_text, item_text
 from sessiontape.storage.json_style import dumps_compact
 
@@ -346,6 +347,49 @@ def cmd_path(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- fork -------------------------------------------------------------------------------
+
+
+def _fork_summary(result: ForkResult) -> str:
+    """One line: what was forked where, and which layouts the session did not have."""
+    archive = " (from the compaction archive)" if result.from_archive else ""
+    items = f"{result.rows} stored item{'s' if result.rows != 1 else ''}"
+    copied = {"store": f"{items}{archive}", "log": f"log {result.log_path}",
+              "agentuse": f"AgentUse {result.agentuse_dir}"}
+    text = (f"forked {result.source_name!r} at turn {result.at_turn} of {result.source_turns} as "
+            f"{result.session_name!r} of {result.user_id!r}: "
+            + ", ".join(copied[layout] for layout in result.forked))
+    if result.missing:
+        text += f"; not forked, {result.source_name!r} has none: {', '.join(result.missing)}"
+    return text
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """Fork NAME at --at-turn as --as (see docs/cli.md, "sessions fork")."""
+    where = _locations(args)
+    found = _lookup(args.name, args.user, where)
+    if isinstance(found, int):
+        return found
+    _warn(found)
+    if found.user_id is None:
+        eprint(printable(f"{PROG}: {found.session_name!r} is an AgentUse session without a "
+                         "user, stored items or log; only a conversation can be forked"))
+        return EXIT_FAILURE
+    tree = found.agentuse_dir if found.agentuse_dir and found.agentuse_dir.is_dir() else None
+    try:
+        result = fork_session(where.store_file, found.user_id, found.session_name,
+                              args.new_name, agentuse_dir=tree, log_path=found.log_path,
+                              logs_root=where.logs_root, at_turn=args.at_turn)
+    except ForkError as exc:
+        eprint(printable(f"{PROG}: {exc}"))
+        return EXIT_USAGE if isinstance(exc, TurnRangeError) else EXIT_FAILURE
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(printable(_fork_summary(result)))
+    return EXIT_OK
+
+
 # -- registration -----------------------------------------------------------------------
 
 
@@ -439,3 +483,25 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     user_option(path)
     path.add_argument("--json", action="store_true", help="print one JSON object")
     path.set_defaults(handler=cmd_path)
+
+    fork = sub.add_parser(
+        "fork", help="a new session holding the first N turns of a session",
+        description="Copy turns 1..N of a session to a new session NEW of the same user, in "
+                    "each layout it has: its stored items (a turn starts at a user message; "
+                    "for a compacted session, turn N as the log counts it, from the "
+                    "archive when it lies in the compacted part), the lines of those turns "
+                    "of its replay log, and a new AgentUse session beside its own with "
+                    "exchanges 1..N, their parts and subagents (new ids; session.json's "
+                    "forkedFrom names the original session and exchange). Continuing NEW "
+                    "gives the model only those turns. The original is not changed. NAME "
+                    "is found as by 'show'. Exit 1 when NEW exists (nothing is written) or "
+                    "the layouts disagree on the number of turns, 2 when N is not one of "
+                    "the turns.")
+    fork.add_argument("name", metavar="NAME_OR_ULID_PREFIX")
+    fork.add_argument("--at-turn", type=int, required=True, metavar="N",
+                      help="the last turn copied (1 = the first)")
+    fork.add_argument("--as", dest="new_name", required=True, metavar="NEW",
+                      help="the new session's name (the user stays NAME's)")
+    user_option(fork)
+    fork.add_argument("--json", action="store_true", help="print what was made as JSON")
+    fork.set_defaults(handler=cmd_fork)
