@@ -1,4 +1,4 @@
-"""``sessiontape sessions``: list, show, clear and locate recorded conversations."""
+"""``sessiontape sessions``: list, show, fork, clear and locate recorded conversations."""
 
 from __future__ import annotations
 
@@ -396,7 +396,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``sessions`` and its subcommands."""
     sessions = verbs.add_parser(
-        "sessions", help="list, show, clear and locate recorded conversations",
+        "sessions", help="list, show, fork, clear and locate recorded conversations",
         description="Recorded conversations, joined across the item store, the JSONL replay "
                     "logs and the AgentUse trees. Exit codes: 0 ok, 1 unknown session (or "
                     "a declined confirmation), 2 usage error or ambiguous name.")
