@@ -8,8 +8,8 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from sessiontape.storage.log_reader import LogEntry
 from sessiontape.storage.paths import SkilletPaths
 
 from .console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
@@ -32,12 +32,11 @@ def cmd_log_stream(args: argparse.Namespace) -> int:
         out.reconfigure(line_buffering=True)
     formatter = EntryFormatter(steps=args.steps, json=args.json,
                                color=not args.json and use_color(out))
-    write, fmt = out.write, formatter.format
 
-    def on_entry(source: LogSource, entry: LogEntry) -> None:
-        text = fmt(source, entry)
-        if text is not None:
-            write(text + "\n")
+    def on_entries(source: LogSource, objects: list[dict[str, Any]]) -> None:
+        text = formatter.format_objects(source, objects)
+        if text:
+            out.write(text)  # one write per block read (line buffering: one flush)
 
     def on_problem(text: str) -> None:
         out.flush()  # keep the diagnostic next to the lines around it on a terminal
@@ -47,7 +46,7 @@ def cmd_log_stream(args: argparse.Namespace) -> int:
         out.flush()
         eprint(f"sessiontape: log stream: {printable(text)}")
 
-    stream = LogStream(root, on_entry=on_entry, on_problem=on_problem, on_notice=on_notice,
+    stream = LogStream(root, on_entries=on_entries, on_problem=on_problem, on_notice=on_notice,
                        filter=StreamFilter(args.user, args.session, args.since),
                        notify=not args.poll)
     try:

@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import orjson
 import pytest
 from harness import EXECUTABLE, WAIT, Lines, cli_environ, on_terminal, run_cli, wait_for
 
 from sessiontape.storage import log_entries as e
 from sessiontape.storage.log_entries import iso_ms
+from sessiontape.storage.log_reader import SessionLogReader
 
 # -- helpers ---------------------------------------------------------------------------
 
@@ -205,6 +207,307 @@ def test_missing_root_without_follow_says_so(root: Path) -> None:
     assert "does not exist" in done.stderr
 
 
+# -- every output path, pinned byte for byte --------------------------------------------
+
+T1, T2 = "2026-11-20T09:00:00.000Z", "2026-11-21T09:00:00.000Z"
+SINCE_TIME = "2026-11-21T00:00:00Z"
+CORPUS_MTIMES = [1795400000, 1795400100, 1795400200]  # after SINCE_TIME, in this order
+
+
+def jl(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def corpus(root: Path) -> None:
+    """Three logs that reach every line kind, step kind and diagnostic ``log stream`` has."""
+    first = [
+        b"\xef\xbb\xbf" + jl(e.user_message("Plan a day in Porto", T1))[:-1] + b"\r\n",
+        jl(e.step(e.agent_start("Planner"), T1))[:-1] + b"\r\n",
+        jl(e.step(e.agent_tool_start("Planner", "search", json.dumps({"q": "x" * 100})), T1)),
+        jl(e.step(e.agent_tool_end("Planner", "search", "result  line\n" * 20), T1)),
+        jl(e.step(e.agent_tool_end("Planner", "search", "An error occurred",
+                                   error="ValueError: bad\nsecond line"), T1)),
+        jl(e.step({**e.agent_tool_end("Planner", "search", "TimeoutError: slow"),
+                   "status": "error"}, T1)),
+        jl(e.step(e.handoff("Planner", "Writer"), T1)),
+        jl(e.step(e.text("Stop 1: Ribeira. "), T1)),
+        b"\n",
+        b"   \t\n",
+        b"{not json\n",
+        b"[1, 2]\n",
+        b'{"kind": 5}\n',
+        b'{"kind":"custom","timestamp":"x"}\n',
+        jl(e.step({"type": "mystery", "agentName": "Planner"}, T1)),
+        jl({"kind": "step", "stepResult": "not an object", "timestamp": T1}),
+        jl(e.compaction({"compactionId": "c1", "reason": "threshold", "summarizer": "local",
+                         "itemsBefore": 52, "itemsAfter": 9, "archived": 43}, T1)),
+        jl(e.compaction({}, T1)),
+        jl(e.suspended([{"callId": "c", "toolName": "delete", "arguments": '{"path":"/tmp"}'},
+                        "not a call"], T1)),
+        jl(e.step(e.agent_end("Writer"), T1)),
+        jl(e.final_result("Day planned:\n1. Ribeira\t(walk)", model="openai/gpt-4.1-nano",
+                          timestamp=T1)),
+        jl(e.user_message([{"role": "user", "content": [
+            {"type": "input_text", "text": "look"}, {"type": "input_image"}]}, "plain"], T2)),
+        jl({"kind": "user_message", "userInput": "esc \x1b[31m red \x07 é 漢字 🙂 \u2028"}),
+        jl({"kind": "final_result", "finalResult": "just a string", "timestamp": 12345}),
+        jl({"kind": "final_result", "finalResult": None, "timestamp": T2, "model": ""}),
+        b'{ "kind" : "user_message" , "userInput" : null, "timestamp": "2026-11-21T12:00:00+02:00",'
+        b' "user": "spoof", "file": "x", "n": 1.50, "big": 1e300, "neg": -0.0, "u": "\\u00e9"}\n',
+        jl({"kind": "user_message", "userInput": "old", "timestamp": "2026-11-20T23:00:00+00:00"}),
+        jl({"kind": "user_message", "userInput": "odd time", "timestamp": "yesterday"}),
+        jl(e.final_result("unterminated end", model="m", timestamp=T2))[:-1],
+    ]
+    second = [jl(e.user_message("at the root", T2)), jl(e.final_result("yes", timestamp=T2)),
+              b'{"kind":"user_mes']
+    third = [jl(e.user_message("hi\x1b]0;title\x07", T2)),
+             jl(e.step(e.agent_tool_start("Bot\x1b[2J", "t", "{}"), T2)),
+             jl(e.final_result("bye", model="m\x1b[1m", timestamp=T2))]
+    for (folder, name), lines, mtime in zip(
+            [("ann", "s1.jsonl"), ("", "s0.jsonl"), ("bob\x1b[2J", "chat\x07.jsonl")],
+            [first, second, third], CORPUS_MTIMES, strict=True):
+        path = root / folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(lines))
+        os.utime(path, (mtime, mtime))
+
+
+def run_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """``log stream ARGS...`` to its end, its output as bytes."""
+    return subprocess.run([str(EXECUTABLE), "log", "stream", *args], capture_output=True,
+                          stdin=subprocess.DEVNULL, timeout=120, env=cli_environ(), check=False)
+
+
+CALL = 'Planner calls search({"q": "' + "x" * 72 + "…)"  # clipped at 80
+RESULT = "search → " + " ".join(["result line"] * 10) + "…"  # clipped at 120
+PLAIN = [
+    "── ann/s1 ──",
+    "[2026-11-20T09:00:00.000Z] user> Plan a day in Porto",
+    "[2026-11-20T09:00:00.000Z] agent> (openai/gpt-4.1-nano) Day planned:",
+    "1. Ribeira\t(walk)",
+    "[2026-11-21T09:00:00.000Z] user> look [input_image] plain",
+    "[] user> esc \\x1b[31m red \\x07 é 漢字 🙂 \u2028",
+    "[12345] agent> just a string",
+    "[2026-11-21T09:00:00.000Z] agent> ",
+    "[2026-11-21T12:00:00+02:00] user> ",
+    "[2026-11-20T23:00:00+00:00] user> old",
+    "[yesterday] user> odd time",
+    "── s0 ──",
+    "[2026-11-21T09:00:00.000Z] user> at the root",
+    "[2026-11-21T09:00:00.000Z] agent> yes",
+    "── bob\\x1b[2J/chat\\x07 ──",
+    "[2026-11-21T09:00:00.000Z] user> hi\\x1b]0;title\\x07",
+    "[2026-11-21T09:00:00.000Z] agent> (m\\x1b[1m) bye",
+    "── ann/s1 ──",
+    "[2026-11-21T09:00:00.000Z] agent> (m) unterminated end",
+]
+STEPS = [
+    "── ann/s1 ──",
+    "[2026-11-20T09:00:00.000Z] user> Plan a day in Porto",
+    "[2026-11-20T09:00:00.000Z]   · agent Planner starts",
+    "[2026-11-20T09:00:00.000Z]   · " + CALL,
+    "[2026-11-20T09:00:00.000Z]   · " + RESULT,
+    "[2026-11-20T09:00:00.000Z]   · search ✗ ValueError: bad second line",
+    "[2026-11-20T09:00:00.000Z]   · search ✗ TimeoutError: slow",
+    "[2026-11-20T09:00:00.000Z]   · handoff Planner → Writer",
+    "[2026-11-20T09:00:00.000Z]   · compaction: 52 → 9 items (threshold, local)",
+    "[2026-11-20T09:00:00.000Z]   · compaction: ? → ? items",
+    "[2026-11-20T09:00:00.000Z]   · waiting for approval: delete({\"path\":\"/tmp\"})",
+    "[2026-11-20T09:00:00.000Z] agent> (openai/gpt-4.1-nano) Day planned:",
+    "1. Ribeira\t(walk)",
+    "[2026-11-21T09:00:00.000Z] user> look [input_image] plain",
+    "[] user> esc \\x1b[31m red \\x07 é 漢字 🙂 \u2028",
+    "[12345] agent> just a string",
+    "[2026-11-21T09:00:00.000Z] agent> ",
+    "[2026-11-21T12:00:00+02:00] user> ",
+    "[2026-11-20T23:00:00+00:00] user> old",
+    "[yesterday] user> odd time",
+    "── s0 ──",
+    "[2026-11-21T09:00:00.000Z] user> at the root",
+    "[2026-11-21T09:00:00.000Z] agent> yes",
+    "── bob\\x1b[2J/chat\\x07 ──",
+    "[2026-11-21T09:00:00.000Z] user> hi\\x1b]0;title\\x07",
+    "[2026-11-21T09:00:00.000Z]   · Bot\\x1b[2J calls t({})",
+    "[2026-11-21T09:00:00.000Z] agent> (m\\x1b[1m) bye",
+    "── ann/s1 ──",
+    "[2026-11-21T09:00:00.000Z] agent> (m) unterminated end",
+]
+SINCE = [
+    "── ann/s1 ──",
+    "[2026-11-21T09:00:00.000Z] user> look [input_image] plain",
+    "[] user> esc \\x1b[31m red \\x07 é 漢字 🙂 \u2028",
+    "[12345] agent> just a string",
+    "[2026-11-21T09:00:00.000Z] agent> ",
+    "[2026-11-21T12:00:00+02:00] user> ",
+    "[yesterday] user> odd time",
+    "── s0 ──",
+    "[2026-11-21T09:00:00.000Z] user> at the root",
+    "[2026-11-21T09:00:00.000Z] agent> yes",
+    "── bob\\x1b[2J/chat\\x07 ──",
+    "[2026-11-21T09:00:00.000Z] user> hi\\x1b]0;title\\x07",
+    "[2026-11-21T09:00:00.000Z]   · Bot\\x1b[2J calls t({})",
+    "[2026-11-21T09:00:00.000Z] agent> (m\\x1b[1m) bye",
+    "── ann/s1 ──",
+    "[2026-11-21T09:00:00.000Z] agent> (m) unterminated end",
+]
+TTY_STEPS = [
+    "\x1b[1;36m── ann/s1 ──\x1b[0m",
+    "\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[1muser>\x1b[0m Plan a day in Porto",
+    "\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[2m  · agent Planner starts\x1b[0m",
+    "\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[2m  · " + CALL + "\x1b[0m",
+    "\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[2m  · " + RESULT + "\x1b[0m",
+    ("\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[31m  · search ✗ ValueError: bad second line"
+     "\x1b[0m"),
+    "\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[31m  · search ✗ TimeoutError: slow\x1b[0m",
+    "\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[2m  · handoff Planner → Writer\x1b[0m",
+    ("\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[2m  · compaction: 52 → 9 items (threshold, loc"
+     "al)\x1b[0m"),
+    "\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[2m  · compaction: ? → ? items\x1b[0m",
+    ("\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[2m  · waiting for approval: delete({\"path"
+     "\":\"/tmp\"})\x1b[0m"),
+    ("\x1b[2m[2026-11-20T09:00:00.000Z]\x1b[0m \x1b[1magent>\x1b[0m (openai/gpt-4.1-nano) Day plan"
+     "ned:"),
+    "1. Ribeira\t(walk)",
+    "\x1b[2m[2026-11-21T09:00:00.000Z]\x1b[0m \x1b[1muser>\x1b[0m look [input_image] plain",
+    "\x1b[2m[]\x1b[0m \x1b[1muser>\x1b[0m esc \\x1b[31m red \\x07 é 漢字 🙂 \u2028",
+    "\x1b[2m[12345]\x1b[0m \x1b[1magent>\x1b[0m just a string",
+    "\x1b[2m[2026-11-21T09:00:00.000Z]\x1b[0m \x1b[1magent>\x1b[0m ",
+    "\x1b[2m[2026-11-21T12:00:00+02:00]\x1b[0m \x1b[1muser>\x1b[0m ",
+    "\x1b[2m[2026-11-20T23:00:00+00:00]\x1b[0m \x1b[1muser>\x1b[0m old",
+    "\x1b[2m[yesterday]\x1b[0m \x1b[1muser>\x1b[0m odd time",
+    "\x1b[1;36m── s0 ──\x1b[0m",
+    "\x1b[2m[2026-11-21T09:00:00.000Z]\x1b[0m \x1b[1muser>\x1b[0m at the root",
+    "\x1b[2m[2026-11-21T09:00:00.000Z]\x1b[0m \x1b[1magent>\x1b[0m yes",
+    "\x1b[1;36m── bob\\x1b[2J/chat\\x07 ──\x1b[0m",
+    "\x1b[2m[2026-11-21T09:00:00.000Z]\x1b[0m \x1b[1muser>\x1b[0m hi\\x1b]0;title\\x07",
+    "\x1b[2m[2026-11-21T09:00:00.000Z]\x1b[0m \x1b[2m  · Bot\\x1b[2J calls t({})\x1b[0m",
+    "\x1b[2m[2026-11-21T09:00:00.000Z]\x1b[0m \x1b[1magent>\x1b[0m (m\\x1b[1m) bye",
+    "\x1b[1;36m── ann/s1 ──\x1b[0m",
+    "\x1b[2m[2026-11-21T09:00:00.000Z]\x1b[0m \x1b[1magent>\x1b[0m (m) unterminated end",
+]
+PROBLEMS = [  # stderr for all three modes; ROOT is the logs root
+    "ROOT/ann/s1.jsonl:11: not JSON (unexpected character, expected a string key: line 1 "
+    "column 2 (char 1))",
+    "ROOT/ann/s1.jsonl:12: not a log entry (a JSON object with a string 'kind')",
+    "ROOT/ann/s1.jsonl:13: not a log entry (a JSON object with a string 'kind')",
+    "ROOT/s0.jsonl:3: not JSON (unexpected end of data: line 1 column 18 (char 17)) "
+    "(last line, unterminated)",
+]
+
+
+def expected(lines: list[str], root: Path) -> str:
+    return "".join(f"{text}\n" for text in lines).replace("ROOT", str(root))
+
+
+def diagnostics(root: Path, *, follow: bool = False) -> str:
+    """The stderr lines for the corpus (following, the unterminated lines are held back)."""
+    kept = [p for p in PROBLEMS if not (follow and "unterminated" in p)]
+    return expected([f"sessiontape: {p} (line skipped)" for p in kept], root)
+
+
+@pytest.mark.parametrize(("args", "lines"), [
+    pytest.param([], PLAIN, id="plain"),
+    pytest.param(["--steps"], STEPS, id="steps"),
+    pytest.param(["--steps", "--since", SINCE_TIME], SINCE, id="since")])
+def test_text_output_byte_for_byte(root: Path, args: list[str], lines: list[str]) -> None:
+    corpus(root)
+    done = run_bytes("--no-follow", *args)
+    assert done.returncode == 0
+    assert done.stdout.decode() == expected(lines, root)
+    assert done.stderr.decode() == diagnostics(root)
+
+
+@pytest.mark.parametrize("steps", [False, True], ids=["plain", "steps"])
+def test_colour_output_on_a_terminal_byte_for_byte(root: Path, steps: bool) -> None:
+    corpus(root)
+    environment = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    argv = [EXECUTABLE, "log", "stream", "--no-follow", *(["--steps"] if steps else [])]
+    code, shown, err = on_terminal(argv, environment)
+    assert code == 0
+    lines = TTY_STEPS if steps else [text for text in TTY_STEPS if "  · " not in text]
+    assert shown == expected(lines, root)
+    assert err == diagnostics(root)
+
+
+def test_json_output_byte_for_byte(root: Path) -> None:
+    """Each entry re-serialized compactly (orjson) with user, session and file set: new keys
+    last, a key the entry already has keeps its place."""
+    corpus(root)
+    done = run_bytes("--no-follow", "--json")
+    assert done.returncode == 0
+    assert done.stderr.decode() == diagnostics(root)
+    printed = done.stdout.decode().split("\n")  # not splitlines(): a text holds U+2028
+    assert printed.pop() == ""
+    files = [("ann", "s1", root / "ann" / "s1.jsonl"), ("", "s0", root / "s0.jsonl"),
+             ("bob\x1b[2J", "chat\x07", root / "bob\x1b[2J" / "chat\x07.jsonl")]
+    ann, s0, bob = ([orjson.dumps({**entry.data, "user": user, "session": session,
+                                   "file": str(path)}).decode()
+                     for entry in SessionLogReader(path).entries()]
+                    for user, session, path in files)
+    # ann/s1's unterminated last line comes at the very end; s0's is malformed
+    assert printed == ann[:-1] + s0 + bob + ann[-1:]
+    assert printed[20] == (
+        '{"kind":"user_message","userInput":null,"timestamp":"2026-11-21T12:00:00+02:00",'
+        f'"user":"ann","file":"{root}/ann/s1.jsonl","n":1.5,"big":1e+300,"neg":-0.0,"u":"é",'
+        '"session":"s1"}')
+    assert printed[17] == ('{"kind":"user_message","userInput":"esc \\u001b[31m red \\u0007 '
+                           'é 漢字 🙂 \u2028","user":"ann","session":"s1",'
+                           f'"file":"{root}/ann/s1.jsonl"}}')
+
+
+def test_following_prints_the_same_lines(root: Path, follower: Follower) -> None:
+    corpus(root)
+    f = follower("--steps")
+    f.expect("(m\\x1b[1m) bye")
+    append_elsewhere(root / "ann" / "s1.jsonl", "\n")  # the unterminated last line, ended
+    f.expect("(m) unterminated end")
+    f.proc.send_signal(signal.SIGINT)
+    assert f.finish() == 130
+    assert expected(f.out, root) == expected(STEPS, root)
+    shown = [text for text in f.err if text.strip()]  # Ctrl-C may leave an empty line
+    assert expected(shown, root) == diagnostics(root, follow=True)
+
+
+def test_steps_skipped_unread_are_those_describe_step_leaves_out() -> None:
+    from sessiontape.logstream import _UNDESCRIBED_STEPS
+    from sessiontape.transcript import describe_step
+
+    for kind in _UNDESCRIBED_STEPS:
+        step = {"type": kind, "agentName": "a", "text": "t", "toolName": "t", "result": "r"}
+        assert describe_step(step) is None, kind
+
+
+def test_lines_read_by_the_json_fallback_are_printed(root: Path) -> None:
+    """A number beyond 64 bits is refused by orjson and read by the standard parser."""
+    big = ('{"kind":"user_message","userInput":"big","n":123456789012345678901234567890,'
+           f'"timestamp":"{T1}"}}\n')
+    write(root / "u" / "s.jsonl", big + line(e.user_message("next", T1)))
+    done = run("--no-follow")
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout == f"── u/s ──\n[{T1}] user> big\n[{T1}] user> next\n"
+
+
+@pytest.mark.parametrize("args", [[], ["--json"]], ids=["plain", "json"])
+def test_a_log_of_several_read_blocks_keeps_order_and_line_numbers(root: Path,
+        args: list[str]) -> None:
+    """3 MB of CRLF lines, one malformed in the third MB: lines straddle the reads' blocks."""
+    lines = [line(e.user_message(f"n{i} " + "p" * 1000, T1))[:-1] + "\r\n"
+             for i in range(3000)]
+    lines[2500] = "{broken\r\n"
+    path = write(root / "u" / "big.jsonl", "".join(lines))
+    done = run("--no-follow", *args)
+    assert done.returncode == 0
+    assert done.stderr == (f"sessiontape: {path}:2501: not JSON (unexpected character, "
+                           "expected a string key: line 1 column 2 (char 1)) (line skipped)\n")
+    printed = done.stdout.splitlines()
+    if args:
+        seen = [json.loads(text)["userInput"].split()[0] for text in printed]
+    else:
+        assert printed[0] == "── u/big ──"
+        seen = [text.split("user> ")[1].split()[0] for text in printed[1:]]
+    assert seen == [f"n{i}" for i in range(3000) if i != 2500]
+
+
 # -- following -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
@@ -387,3 +690,67 @@ def test_idle_files_are_parked_and_resumed_in_process(tmp_path: Path) -> None:
     stream.close()
     later = got[6:]
     assert sorted(later) == sorted(["s0:new s0"] + [f"s{i}:second {i}" for i in range(1, 6)])
+
+
+def test_a_stream_takes_one_of_on_entry_and_on_entries(tmp_path: Path) -> None:
+    from sessiontape.logstream import LogStream
+
+    def quiet(text: str) -> None:
+        pass
+
+    with pytest.raises(TypeError):
+        LogStream(tmp_path, on_problem=quiet, on_notice=quiet)
+    with pytest.raises(TypeError):
+        LogStream(tmp_path, on_entry=lambda s, e: None, on_entries=lambda s, o: None,
+                  on_problem=quiet, on_notice=quiet)
+
+
+@pytest.mark.parametrize("options", [{}, {"steps": True}, {"json": True},
+                                     {"steps": True, "color": True}],
+                         ids=["plain", "steps", "json", "steps-colour"])
+def test_formatting_one_entry_or_a_block_gives_the_same_text(tmp_path: Path,
+        options: dict[str, bool]) -> None:
+    from sessiontape.logstream import EntryFormatter, LogSource
+
+    corpus(tmp_path)
+    path = tmp_path / "ann" / "s1.jsonl"
+    source = LogSource.of(str(tmp_path), str(path))
+    entries = SessionLogReader(path).entries()
+    one, block = EntryFormatter(**options), EntryFormatter(**options)
+    texts = [one.format(source, entry) for entry in entries]
+    by_entry = "".join(f"{text}\n" for text in texts if text is not None)
+    half = len(entries) // 2
+    by_block = "".join(block.format_objects(source, [entry.data for entry in part])
+                       for part in (entries[:half], entries[half:]))
+    assert by_entry == by_block
+
+
+def test_polling_objects_reads_what_polling_entries_reads(tmp_path: Path) -> None:
+    """The tailer's fast path (poll_objects) against its per-line one (poll): the same
+    objects and the same problems, on random mixes of good, odd and broken lines that
+    straddle read blocks."""
+    import random
+
+    from sessiontape.storage.log_reader import SessionLogTailer
+
+    good = [orjson.dumps(e.user_message("x" * size, T1)) for size in (0, 10, 5000, 70000)]
+    odd = [b"", b"   ", b"\r", b"\xef\xbb\xbf" + good[0], b'{"kind":"a","n":1e999999}',
+           b'{"kind":"a","n":123456789012345678901234567890}', b'{"kind":"a","s":"\\ud800"}',
+           b"{not json", b"[1]", b'{"kind":1}', b'"kind"', b"\xff\xfe", b'{"kind":"a"} x',
+           b'{"kind":"a"}\x0c', b'{"kind":"a"}\t', b'{"kind":"a"}\r\r', b"null"]
+    rng = random.Random(14)
+    for round_ in range(40):
+        pool = rng.choice([good + odd, good * 4 + odd])
+        lines = [rng.choice(pool) + rng.choice([b"", b"\r"]) for _ in range(rng.randint(1, 60))]
+        if rng.random() < 0.3:
+            lines[0] = b"\xef\xbb\xbf" + lines[0]
+        data = b"\n".join(lines) + rng.choice([b"\n", b""])
+        path = tmp_path / f"r{round_}.jsonl"
+        path.write_bytes(data)
+        slow, fast = SessionLogTailer(path), SessionLogTailer(path)
+        want = [entry.data for entry in slow.poll()]
+        got = [data for block in fast.poll_objects() for data in block]
+        assert got == want, round_
+        assert fast.problems == slow.problems, round_
+        slow.close()
+        fast.close()
