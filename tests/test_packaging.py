@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -30,10 +31,20 @@ OLD_NAMES = ("recorder", "storage")
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel `pip wheel .` builds from this checkout."""
+    """The wheel `pip wheel` builds from a copy of this checkout's sources (a build in the
+    checkout itself would share its `build/` directory with any other build), with the
+    environment's setuptools (the test extra): an isolated build would download setuptools
+    from PyPI every time."""
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for folder in FOLDERS:
+        shutil.copytree(REPO / folder, source / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
-                           str(REPO)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "-q", "-w", str(out), str(source)],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     (built,) = out.glob("sessiontape-*.whl")
     return built
