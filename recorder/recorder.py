@@ -20,6 +20,7 @@ from agents.memory import SessionSettings
 from sessiontape.storage.agentuse_sink import AgentUseSink
 from sessiontape.storage.compaction import DEFAULT_THRESHOLD, CompactingSession, CompactionInfo
 from sessiontape.storage.events import Compacted, Event, Sink
+from sessiontape.storage.file_writes import WORKER as FILE_WORKER
 from sessiontape.storage.item_store import ItemStore
 from sessiontape.storage.links import agentuse_dir_for, find_agentuse_dir
 from sessiontape.storage.names import DEFAULT_USER_ID, UnsafePathError, default_session_name
@@ -351,7 +352,8 @@ class Recorder:
 
     def _replay_log(self) -> ReplayLog:
         if self._log is None:
-            self._log = ReplayLog(self.user_id, self.session_name, self._logs_root)
+            self._log = ReplayLog(self.user_id, self.session_name, self._logs_root,
+                                  FILE_WORKER)
         return self._log
 
     # -- running -----------------------------------------------------------------------

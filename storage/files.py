@@ -7,7 +7,7 @@ import errno
 import os
 from pathlib import Path
 
-from .file_writes import FILE_MODE, atomic_write, write_all
+from .file_writes import FILE_MODE, atomic_write, open_log, write_all
 from .names import UnsafePathError
 
 __all__ = ["DIR_MODE", "FILE_MODE", "atomic_write", "make_private_dir", "open_private_append",
@@ -43,9 +43,8 @@ def open_private_append(path: Path) -> int:
     already there (the replay log checks its last byte). A symbolic link is
     refused (:class:`~sessiontape.storage.names.UnsafePathError`), never written through.
     """
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        return os.open(path, flags, FILE_MODE)
+        return open_log(path)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePathError(f"{path} is a symbolic link; not writing through it") from None

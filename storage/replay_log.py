@@ -16,7 +16,6 @@ record (written by skilled_crew) is adopted by the first pair that opens it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import threading
@@ -24,7 +23,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .files import FILE_MODE, make_private_dir, open_private_append, write_all
+from .file_writes import FileWorker, LogFiles, append_lines, write_all
+from .files import FILE_MODE, make_private_dir, open_private_append
 from .json_style import dumps_compact, loads
 from .names import not_a_link, safe_join, sanitize_log_name
 from .paths import SkilletPaths
@@ -133,31 +133,16 @@ class ReplayLog:
     as it was.
     """
 
-    def __init__(self, user_id: str, session_name: str, logs_root: Path | None = None) -> None:
+    def __init__(self, user_id: str, session_name: str, logs_root: Path | None = None,
+                 worker: FileWorker | None = None) -> None:
         self.user_id = user_id
         self.session_name = session_name
         self.path = log_path_for(user_id, session_name, logs_root)
+        # With a worker, its helper process appends (the recorder's writer thread);
+        # otherwise this object, through its own descriptor.
+        self.worker = worker
         self._lock = threading.Lock()
-        self._fd: int | None = None
-
-    def _is_at_path(self, fd: int) -> bool:
-        try:
-            return os.path.samestat(os.stat(self.path), os.fstat(fd))
-        except FileNotFoundError:
-            return False
-
-    def _locked_fd(self) -> int:
-        """The fd of the file now at the path, with our ``flock`` held on it."""
-        while True:
-            if self._fd is None:
-                self._fd = open_private_append(self.path)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            if self._is_at_path(self._fd):
-                return self._fd
-            # Rotated or deleted (possibly while we waited for the lock): reopen.
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        self._logs = LogFiles(opener=lambda path: open_private_append(Path(path)), limit=1)
 
     def append(self, entry: dict[str, Any]) -> None:
         """Write ``entry`` as one line; fsync after a ``final_result``."""
@@ -165,42 +150,21 @@ class ReplayLog:
 
     def append_many(self, entries: Sequence[dict[str, Any]]) -> None:
         """Write ``entries`` as whole lines, in one ``write`` under the lock; fsync if one
-        of them is a ``final_result``."""
+        of them is a ``final_result`` (:func:`~sessiontape.storage.file_writes.append_lines`)."""
         if not entries:
             return
         lines = b"".join([dumps_compact(entry) + b"\n" for entry in entries])
+        sync = any(entry.get("kind") == "final_result" for entry in entries)
+        if self.worker is not None:
+            self.worker.append(self.path, lines, sync)
+            return
         with self._lock:
-            fd = self._locked_fd()
-            try:
-                size = os.fstat(fd).st_size
-                if size and os.pread(fd, 1, size - 1) != b"\n":
-                    lines = b"\n" + lines
-                try:
-                    write_all(fd, lines)
-                except OSError:
-                    # A full disk may have taken part of the lines: cut it off (we hold the
-                    # lock), so that the file holds whole lines only, as before.
-                    with contextlib.suppress(OSError):
-                        if os.fstat(fd).st_size > size:
-                            os.ftruncate(fd, size)
-                    raise
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            if any(entry.get("kind") == "final_result" for entry in entries):
-                os.fsync(fd)
-
-    def sync(self) -> None:
-        """Flush what was written to disk."""
-        with self._lock:
-            if self._fd is not None:
-                os.fsync(self._fd)
+            append_lines(self._logs, self.path, lines, sync)
 
     def close(self) -> None:
         """Close the file (a later append opens it again)."""
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            self._logs.close()
 
     def __del__(self) -> None:  # a log dropped without close() gives its descriptor back
         with contextlib.suppress(Exception):

@@ -196,3 +196,40 @@ def test_a_recording_whose_helper_is_killed_mid_run_loses_nothing() -> None:
     kinds = [part["type"] for part in message.parts]
     assert kinds.count("step-start") == kinds.count("step-finish") == calls + 1
     assert message.info["time"]["completed"] >= message.info["time"]["created"]
+
+
+def test_lines_appended_by_the_helper_stay_whole_and_follow_a_replaced_log(
+        tmp_path: Path, worker: FileWorker) -> None:
+    log = tmp_path / "s.jsonl"
+    log.write_bytes(b'{"kind":"user_message","userInp')  # torn by a killed writer
+    worker.append(log, b'{"n":1}\n{"n":2}\n')
+    assert log.read_bytes() == b'{"kind":"user_message","userInp\n{"n":1}\n{"n":2}\n'
+    log.rename(tmp_path / "s.jsonl.1")  # rotated: the helper opens the new file
+    worker.append(log, b'{"n":3}\n', sync=True)
+    assert log.read_bytes() == b'{"n":3}\n' and stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert (tmp_path / "s.jsonl.1").read_bytes().endswith(b'{"n":2}\n')
+    (tmp_path / "link.jsonl").symlink_to(log)
+    with pytest.raises(OSError) as raised:
+        worker.append(tmp_path / "link.jsonl", b'{"n":4}\n')
+    assert raised.value.errno == errno.ELOOP and log.read_bytes() == b'{"n":3}\n'
+
+
+def test_lines_the_killed_helper_appended_are_not_appended_twice(
+        tmp_path: Path, worker: FileWorker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper appended a batch and died before it answered: the thread sees the lines
+    at the log's end and does not write them again; other lines it does write."""
+    log = tmp_path / "s.jsonl"
+    worker.append(log, b'{"n":1}\n')
+    real_send = FileWorker._send
+
+    def appended_then_died(process: Any, ops: list[Any]) -> Any:
+        real_send(process, ops)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        raise EOFError("the other end closed the pipe")
+    monkeypatch.setattr(FileWorker, "_send", staticmethod(appended_then_died))
+    worker.append(log, b'{"n":2}\n')
+    monkeypatch.setattr(FileWorker, "_send", staticmethod(real_send))
+    assert log.read_bytes() == b'{"n":1}\n{"n":2}\n'
+    worker.append(log, b'{"n":3}\n')
+    assert log.read_bytes() == b'{"n":1}\n{"n":2}\n{"n":3}\n'

@@ -410,18 +410,18 @@ def test_fsync_after_final_result_only(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_append_many_writes_whole_lines_in_one_write(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import sessiontape.storage.replay_log as replay_log
+    import sessiontape.storage.file_writes as file_writes
 
     log = ReplayLog(USER, "batch", tmp_path)
     log.path.write_bytes(b'{"kind":"user_message","userInp')  # torn by a killed writer
     writes: list[bytes] = []
-    real_write_all = replay_log.write_all
+    real_write_all = file_writes.write_all
 
     def counted(fd: int, data: bytes) -> None:
         writes.append(data)
         real_write_all(fd, data)
 
-    monkeypatch.setattr(replay_log, "write_all", counted)
+    monkeypatch.setattr(file_writes, "write_all", counted)
     batch = [le.user_message("q", TS), le.step(le.agent_start("a"), TS),
              le.final_result("done", timestamp=TS)]
     log.append_many(batch)
