@@ -9,6 +9,8 @@ from typing import Any, TextIO
 
 import orjson
 
+from sessiontape.storage.json_style import dumps_compact, dumps_pretty
+
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "Style", "eprint",
            "print_json", "printable", "use_color"]
 
@@ -17,14 +19,21 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-# C0 and C1 controls but newline and tab: what a recorded text could use to act on a terminal.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 and C1 controls but newline and tab (what a recorded text could use to act on a
+# terminal), and lone surrogates (a text read from a JSON escape, which no terminal encodes).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def printable(text: str) -> str:
     """``text`` with control characters shown as ``\\x1b`` escapes, never acted on by the
-    terminal (recorded names and outputs may hold escape sequences); keeps newlines and tabs."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    terminal (recorded names and outputs may hold escape sequences), and lone surrogates as
+    ``\\ud800``; keeps newlines and tabs."""
+    return _UNPRINTABLE.sub(_escape, text)
 
 
 def use_color(stream: TextIO | None = None) -> bool:
@@ -46,10 +55,15 @@ class Style:
 
 
 def print_json(value: Any, *, indent: bool = True, stream: TextIO | None = None) -> None:
-    """One JSON document (``indent=False``: one line, for streams) on stdout."""
+    """One JSON document (``indent=False``: one line, for streams) on stdout. What orjson
+    refuses (a lone surrogate, an integer beyond 64 bits) goes through
+    :mod:`~sessiontape.storage.json_style`, which escapes it as JSON allows."""
     option = orjson.OPT_INDENT_2 if indent else 0
-    text = orjson.dumps(value, option=option | orjson.OPT_NON_STR_KEYS, default=str).decode()
-    (stream or sys.stdout).write(text + "\n")
+    try:
+        data = orjson.dumps(value, option=option | orjson.OPT_NON_STR_KEYS, default=str)
+    except orjson.JSONEncodeError:
+        data = dumps_pretty(value) if indent else dumps_compact(value)
+    (stream or sys.stdout).write(data.decode() + "\n")
 
 
 def eprint(*parts: Any) -> None:

@@ -58,6 +58,7 @@ from typing import Any
 
 import orjson
 
+from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.log_entries import iso_ms, step_failed, step_of
 from sessiontape.storage.log_reader import LogEntry, SessionLogTailer
 from sessiontape.storage.names import sanitize_log_name
@@ -245,8 +246,12 @@ class EntryFormatter:
         """Each object with ``user``, ``session`` and ``file`` set (new keys last), a line each."""
         added = {"user": source.user, "session": source.session, "file": source.path}
         dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-        return b"".join([dumps({**data, **added}, default=str, option=option)
-                         for data in objects]).decode()
+        try:
+            return b"".join([dumps({**data, **added}, default=str, option=option)
+                             for data in objects]).decode()
+        except orjson.JSONEncodeError:  # a lone surrogate, an integer beyond 64 bits
+            return "".join(dumps_compact({**data, **added}).decode() + "\n"
+                           for data in objects)
 
     def _line(self, data: dict[str, Any]) -> str | None:
         """The line for one entry's object (no newline), or None when it is not shown."""

@@ -754,3 +754,29 @@ def test_polling_objects_reads_what_polling_entries_reads(tmp_path: Path) -> Non
         assert fast.problems == slow.problems, round_
         slow.close()
         fast.close()
+
+
+def test_a_lone_surrogate_and_a_huge_integer_are_printed_not_fatal(root: Path) -> None:
+    """What our writer can put in a log (a tool output holding a lone surrogate, written as
+    the escape ``\\ud800``; an integer beyond 64 bits): every mode prints the whole log and
+    exits 0; text shows the surrogate as its escape; JSON keeps both values exact."""
+    odd = ('{"kind":"step","stepResult":{"type":"agent_tool_end","agentName":"Planner",'
+           '"toolName":"read","result":"bad \\ud800 byte","size":123456789012345678901234},'
+           '"timestamp":"2026-11-23T10:00:00.000Z"}\n')
+    write(root / "john_example_com" / "odd.jsonl", turn("before", "first") + odd
+          + turn("after", "second"))
+    for args in (["--no-follow"], ["--no-follow", "--steps"]):
+        done = run_bytes(*args)
+        assert done.returncode == 0 and done.stderr == b"", done.stderr
+        text = done.stdout.decode()
+        assert "user> before" in text and "user> after" in text and "second" in text
+    steps = run_bytes("--no-follow", "--steps").stdout.decode()
+    assert "read → bad \\ud800 byte" in steps
+    done = run_bytes("--no-follow", "--json")
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    objects = [json.loads(text) for text in done.stdout.splitlines()]
+    assert len(objects) == 17
+    [step] = [o for o in objects if o.get("stepResult", {}).get("toolName") == "read"]
+    assert step["stepResult"]["result"] == "bad \ud800 byte"
+    assert step["stepResult"]["size"] == 123456789012345678901234
+    assert objects[-1]["finalResult"]["text"] == "second"
