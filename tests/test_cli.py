@@ -6,10 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
-from harness import EXECUTABLE, WAIT, cli_environ
+from harness import EXECUTABLE, REPO, WAIT, cli_environ
 from harness import run as run_process
 from harness import run_cli as run
 
@@ -67,3 +68,36 @@ def test_a_reader_gone_before_the_output_is_quiet() -> None:
         os.close(write_end)
     assert done.returncode == 0
     assert done.stderr == ""
+
+
+IMPORTED_BY = textwrap.dedent("""
+    import contextlib, io, json, sys
+    from sessiontape.cli import main
+    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()), \\
+            contextlib.redirect_stderr(io.StringIO()):
+        main(sys.argv[1:])
+    print(json.dumps(sorted(name for name in sys.modules
+                            if name.startswith(("sessiontape", "agents")))))
+""")
+
+
+def imported_by(*args: str) -> list[str]:
+    """The sessiontape and Agents SDK modules a command line imports, run in a fresh process."""
+    done = run_process([sys.executable, "-c", IMPORTED_BY, *args], cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_version_and_help_import_no_verb() -> None:
+    """``--version`` and ``--help`` load no verb module (what keeps their start-up fast);
+    a verb loads its own module and not the others'."""
+    for args in (["--version"], ["--help"]):
+        assert imported_by(*args) == ["sessiontape", "sessiontape.cli",
+                                      "sessiontape.storage", "sessiontape.storage.lazy",
+                                      "sessiontape.storage.version"], args
+    no_verb = imported_by()  # the help, and the exit code's module
+    assert not [name for name in no_verb if name.startswith(("sessiontape.cli.", "agents"))]
+    verb = imported_by("paths", "--json")
+    assert "sessiontape.cli.paths" in verb
+    assert not {"sessiontape.cli.sessions", "sessiontape.cli.run", "sessiontape.cli.logs",
+                "sessiontape.cli.export", "agents"} & set(verb)

@@ -12,8 +12,9 @@ from typing import Any
 
 from sessiontape.storage.paths import SkilletPaths
 
-from .console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
-from .logstream import EntryFormatter, LogSource, LogStream, StreamFilter, parse_since
+from ..console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
+from ..logstream import EntryFormatter, LogSource, LogStream, StreamFilter, parse_since
+from . import VERBS
 
 
 def _since(text: str) -> datetime:
@@ -68,7 +69,7 @@ def _log_usage(args: argparse.Namespace) -> int:
 
 def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``log`` verb and its ``stream`` subcommand."""
-    log = verbs.add_parser("log", help="read skillet JSONL replay logs",
+    log = verbs.add_parser("log", help=VERBS["log"].help,
                            description="Read skillet JSONL replay logs.")
     log.set_defaults(handler=_log_usage, log_parser=log)
     sub = log.add_subparsers(dest="log_verb", metavar="SUBCOMMAND")

@@ -21,7 +21,7 @@ from typing import Any
 
 from sessiontape.storage.names import DEFAULT_USER_ID, default_session_name
 
-from .console import (
+from ..console import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -30,6 +30,7 @@ from .console import (
     eprint,
     use_color,
 )
+from . import VERBS
 
 HISTORY_FILE = ".sessiontape_chat_history"
 HISTORY_LENGTH = 1000
@@ -52,8 +53,8 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
         eprint(f"sessiontape {verb}: --model {args.model} needs OPENAI_API_KEY "
                "(leave --model out to run the agent as it is)")
         return EXIT_USAGE
-    from .agent_loader import AgentLoadError, load_agent
-    from .conversation import AgentSource, Conversation
+    from ..agent_loader import AgentLoadError, load_agent
+    from ..conversation import AgentSource, Conversation
 
     agent = None
     if args.agent is not None:
@@ -152,7 +153,7 @@ class _History:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     """A prompt loop over one recorded conversation."""
-    from .conversation import RunInterrupted, describe_compaction, run_interruptible
+    from ..conversation import RunInterrupted, describe_compaction, run_interruptible
 
     color = use_color()
     style = Style(color)
@@ -257,7 +258,7 @@ def _common(parser: argparse.ArgumentParser, *, stream: bool) -> None:
 def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``run`` and ``chat``."""
     run = verbs.add_parser(
-        "run", help="run one prompt through an agent, recorded",
+        "run", help=VERBS["run"].help,
         description="Run PROMPT through an agent (yours with --agent, else the bundled demo "
                     "agent, offline) and record it. The answer goes to stdout; if --session-name "
                     "has earlier turns, they are replayed first and this turn follows as "
@@ -268,7 +269,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run.set_defaults(handler=cmd_run)
 
     chat = verbs.add_parser(
-        "chat", help="chat with an agent, recorded",
+        "chat", help=VERBS["chat"].help,
         description="A prompt loop over one recorded conversation (see `run`). Commands: "
                     "/help, /compact, /exit. Ctrl-D leaves; Ctrl-C cancels a running answer "
                     "and returns to the prompt, and at the prompt leaves (130). Readline "

@@ -13,8 +13,8 @@ from sessiontape.storage.ledger import (
     export_ledger,
 )
 
-from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, eprint, print_json, printable
-from .sessions import (
+from ..console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, eprint, print_json, printable
+from ..sessions import (
     AmbiguousSessionError,
     Locations,
     SessionInfo,
@@ -22,6 +22,7 @@ from .sessions import (
     find_session,
     list_sessions,
 )
+from . import VERBS
 
 PROG = "sessiontape export"
 
@@ -102,7 +103,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``export`` verb."""
     export = verbs.add_parser(
-        "export", help="write recorded conversations as an Agents Ledger (SQLite)",
+        "export", help=VERBS["export"].help,
         description="Write recorded conversations into a new SQLite file in the Agents "
                     "Ledger's format: the tables agent_sessions (subagents included, linked "
                     "to the call that ran them), agent_messages, agent_turns and "

@@ -1,4 +1,4 @@
-"""The ``sessiontape`` command line: thin verbs over library functions."""
+"""``sessiontape demo``: one recorded turn of the bundled demo conversation."""
 
 from __future__ import annotations
 
@@ -6,27 +6,11 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 
 from sessiontape.storage.names import DEFAULT_USER_ID
-from sessiontape.storage.paths import resolved_paths
-from sessiontape.storage.version import __version__
 
-from . import cli_export, cli_logs, cli_run, cli_sessions
-from .console import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, print_json, use_color
-
-
-def cmd_paths(args: argparse.Namespace) -> int:
-    """Print where sessiontape reads and writes."""
-    paths = resolved_paths(args.project)
-    if args.json:
-        print_json(paths)
-    else:
-        width = max(map(len, paths))
-        for key, value in paths.items():
-            print(f"{key.ljust(width)}  {value}")
-    return EXIT_OK
+from ..console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, use_color
+from . import VERBS
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -37,8 +21,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from sessiontape.storage.log_reader import SessionLogReader
 
-    from .demo import DEMO_SESSION, demo_paths, run_demo
-    from .transcript import render_turns
+    from ..demo import DEMO_SESSION, demo_paths, run_demo
+    from ..transcript import render_turns
 
     args.session_name = args.session_name or DEMO_SESSION
 
@@ -68,25 +52,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every verb."""
-    parser = argparse.ArgumentParser(
-        prog="sessiontape",
-        description="Record OpenAI Agents SDK runs into the AgentUse and skillet layouts.")
-    parser.add_argument("--version", action="version", version=f"sessiontape {__version__}")
-    verbs = parser.add_subparsers(dest="verb", metavar="COMMAND")
-
-    paths = verbs.add_parser(
-        "paths", help="print the resolved AgentUse root and skillet directories",
-        description="Print the AgentUse session root of a project and the skillet "
-                    "state, cache and config directories, as the environment resolves them.")
-    paths.add_argument("--project", type=Path, default=None,
-                       help="project root whose AgentUse root to show (default: cwd)")
-    paths.add_argument("--json", action="store_true", help="print one JSON object")
-    paths.set_defaults(handler=cmd_paths)
-
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``demo`` verb."""
     demo = verbs.add_parser(
-        "demo", help="run the bundled agent, recorded (offline by default)",
+        "demo", help=VERBS["demo"].help,
         description="Run one turn of a bundled trip-planner agent with a subagent, tools "
                     "(one fails) and a streamed answer, record it into both layouts, and "
                     "print where it went and the replayed transcript. Offline with a "
@@ -100,23 +69,3 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", default=None,
                       help="a real OpenAI model, e.g. gpt-4.1-mini (needs OPENAI_API_KEY)")
     demo.set_defaults(handler=cmd_demo)
-    for module in (cli_run, cli_logs, cli_sessions, cli_export):
-        module.register(verbs)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.verb is None:
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
-    try:
-        return int(args.handler(args))
-    except KeyboardInterrupt:
-        print(file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        sys.stderr.close()  # quiet exit when the reader of our output goes away
-        return EXIT_OK

@@ -12,7 +12,7 @@ from sessiontape.storage.fork import ForkError, ForkResult, TurnRangeError, fork
 from sessiontape.storage.items import clip, content_text, item_text
 from sessiontape.storage.json_style import dumps_compact
 
-from .console import (
+from ..console import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
@@ -22,7 +22,7 @@ from .console import (
     printable,
     use_color,
 )
-from .sessions import (
+from ..sessions import (
     AmbiguousSessionError,
     Locations,
     SessionInfo,
@@ -37,7 +37,8 @@ from .sessions import (
     show_session,
     tool_output_text,
 )
-from .transcript import input_text, render_turns
+from ..transcript import input_text, render_turns
+from . import VERBS
 
 PROG = "sessiontape sessions"
 
@@ -396,7 +397,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``sessions`` and its subcommands."""
     sessions = verbs.add_parser(
-        "sessions", help="list, show, fork, clear and locate recorded conversations",
+        "sessions", help=VERBS["sessions"].help,
         description="Recorded conversations, joined across the item store, the JSONL replay "
                     "logs and the AgentUse trees. Exit codes: 0 ok, 1 unknown session (or "
                     "a declined confirmation), 2 usage error or ambiguous name.")

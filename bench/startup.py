@@ -1,0 +1,51 @@
+"""Start-up: how long ``sessiontape --version`` and ``--help`` take, against a bare Python.
+
+Each command runs ``--runs`` times as a whole process (the installed console script);
+the figures are medians. The target (issue 15): ``--version`` within 60 ms, against
+20-40 ms for ``python -c pass`` on the team machine.
+
+    python bench/startup.py [--runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from timing import median
+
+TARGET_MS = 60.0
+
+
+def wall_ms(argv: list[str], runs: int) -> float:
+    """Median wall time of ``argv`` as a whole process, in ms (one untimed run first)."""
+    subprocess.run(argv, capture_output=True, check=True)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True)
+        times.append((time.perf_counter() - start) * 1e3)
+    return median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="runs of each command")
+    runs = parser.parse_args().runs
+    executable = str(Path(sys.executable).with_name("sessiontape"))  # this environment's
+    bare = wall_ms([sys.executable, "-c", "pass"], runs)
+    rows = [("python -c pass", bare)]
+    rows += [(f"sessiontape {flag}", wall_ms([executable, flag], runs))
+             for flag in ("--version", "--help")]
+    for name, ms in rows:
+        verdict = ""
+        if name == "sessiontape --version":
+            verdict = f"  ({'within' if ms <= TARGET_MS else 'over'} {TARGET_MS:.0f} ms)"
+        print(f"{name:<24} {ms:6.1f} ms  {ms / bare:4.1f}x bare python{verdict}")
+
+
+if __name__ == "__main__":
+    main()

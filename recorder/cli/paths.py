@@ -1,0 +1,35 @@
+"""``sessiontape paths``: where sessiontape reads and writes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sessiontape.storage.paths import resolved_paths
+
+from ..console import EXIT_OK, print_json
+from . import VERBS
+
+
+def cmd_paths(args: argparse.Namespace) -> int:
+    """Print where sessiontape reads and writes."""
+    paths = resolved_paths(args.project)
+    if args.json:
+        print_json(paths)
+    else:
+        width = max(map(len, paths))
+        for key, value in paths.items():
+            print(f"{key.ljust(width)}  {value}")
+    return EXIT_OK
+
+
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``paths`` verb."""
+    paths = verbs.add_parser(
+        "paths", help=VERBS["paths"].help,
+        description="Print the AgentUse session root of a project and the skillet "
+                    "state, cache and config directories, as the environment resolves them.")
+    paths.add_argument("--project", type=Path, default=None,
+                       help="project root whose AgentUse root to show (default: cwd)")
+    paths.add_argument("--json", action="store_true", help="print one JSON object")
+    paths.set_defaults(handler=cmd_paths)
