@@ -307,7 +307,7 @@ def parse_every_file(roots: list[Path]) -> int:
 
 
 def profile_listing(top: int) -> str:
-    from sessiontape.sessions import list_sessions
+    from sessiontape.storage.sessions import list_sessions
 
     profiler = cProfile.Profile()
     profiler.enable()
@@ -339,7 +339,7 @@ def measure(home: Path, sessions: int, repeat: int) -> list[tuple[str, str, str,
     assert sum(s["items"] for s in listed) == sum(ITEMS_PER_TURN * s["turns"] for s in listed)
 
     import sessiontape.storage.item_store  # noqa: F401  (list_sessions imports the Agents SDK: not timed)
-    from sessiontape.sessions import find_session, list_sessions, show_session
+    from sessiontape.storage.sessions import find_session, list_sessions, show_session
 
     startup = run_timed([exe, "sessions", "list", "--json"],
                         {**os.environ, **environment(empty)}, repeat)

@@ -1,18 +1,23 @@
 """A replay log as lines for a terminal: ``user>``/``agent>`` lines, tool calls dimmed
-(a failed one in red, with ``✗`` and its exception)."""
+(a failed one in red, with ``✗`` and its exception); and, for ``log stream``, entries as
+skillet's lines or as JSON lines (:class:`EntryFormatter`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import orjson
+
 from sessiontape.storage.items import clip, content_text
-from sessiontape.storage.log_entries import step_failed
-from sessiontape.storage.log_reader import Turn
+from sessiontape.storage.json_style import dumps_compact
+from sessiontape.storage.log_entries import step_failed, step_of
+from sessiontape.storage.log_follow import LogSource
+from sessiontape.storage.log_reader import LogEntry, Turn
 
 from .console import printable
 
-__all__ = ["describe_step", "input_text", "render_turns"]
+__all__ = ["EntryFormatter", "describe_step", "input_text", "render_turns"]
 
 DIM, RED, RESET = "\x1b[2m", "\x1b[31m", "\x1b[0m"
 
@@ -66,3 +71,93 @@ def render_turns(turns: Iterable[Turn], *, color: bool = False,
         model = f"({turn.model}) " if turn.model else ""
         suffix = "" if turn.complete else f" {dim}[incomplete]{reset}"
         yield f"agent> {printable(model + turn.text)}{suffix}"
+
+
+# -- log stream's lines ------------------------------------------------------------
+
+# Step types describe_step() leaves out (None), skipped before calling it: most steps of a
+# log are streamed text chunks (a test keeps this in step with describe_step).
+_UNDESCRIBED_STEPS = frozenset(("text", "agent_end"))
+
+
+def _printable(text: str) -> str:
+    """:func:`printable`, quicker for the usual text: ``str.isprintable()`` is False for
+    every character that escapes (all are in Unicode's category Cc)."""
+    return text if text.isprintable() else printable(text)
+
+
+class EntryFormatter:
+    """Entries as skillet's ``log stream`` lines, or as JSON lines.
+
+    Text: a ``── user/session ──`` header whenever the source changes, then
+    ``[ts] user> ...`` and ``[ts] agent> (model) ...``; with ``steps`` also
+    agent starts, tool calls, tool results (abbreviated; a failed call as
+    ``tool ✗ exception``, in red), handoffs and compactions. JSON: every entry,
+    as one object with ``user``, ``session`` and ``file`` added.
+    """
+
+    def __init__(self, *, steps: bool = False, json: bool = False, color: bool = False) -> None:
+        self.steps = steps
+        self.json = json
+        self._last: LogSource | None = None
+        on = color
+        self._head = "\x1b[1;36m" if on else ""
+        self._dim = "\x1b[2m" if on else ""
+        self._red = "\x1b[31m" if on else ""
+        self._bold = "\x1b[1m" if on else ""
+        self._reset = "\x1b[0m" if on else ""
+
+    def format(self, source: LogSource, entry: LogEntry) -> str | None:
+        """The text for one entry (several lines when a header comes first), or None."""
+        text = self.format_objects(source, [entry.data])
+        return text[:-1] if text else None
+
+    def format_objects(self, source: LogSource, objects: list[dict[str, Any]]) -> str:
+        """The text for entries of one source, given as their objects: each line ends with a
+        newline, a header comes first if the source changed; "" when none is shown."""
+        if self.json:
+            return self._json_lines(source, objects)
+        lines = [text for text in map(self._line, objects) if text is not None]
+        if not lines:
+            return ""
+        if source != self._last:
+            self._last = source
+            lines.insert(0, f"{self._head}── {printable(source.label)} ──{self._reset}")
+        lines.append("")  # for the last newline
+        return "\n".join(lines)
+
+    @staticmethod
+    def _json_lines(source: LogSource, objects: list[dict[str, Any]]) -> str:
+        """Each object with ``user``, ``session`` and ``file`` set (new keys last), a line each."""
+        added = {"user": source.user, "session": source.session, "file": source.path}
+        dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+        try:
+            return b"".join([dumps({**data, **added}, default=str, option=option)
+                             for data in objects]).decode()
+        except orjson.JSONEncodeError:  # a lone surrogate, an integer beyond 64 bits
+            return "".join(dumps_compact({**data, **added}).decode() + "\n"
+                           for data in objects)
+
+    def _line(self, data: dict[str, Any]) -> str | None:
+        """The line for one entry's object (no newline), or None when it is not shown."""
+        kind, reset = data["kind"], self._reset
+        if kind == "user_message":
+            text = input_text(data.get("userInput"))
+            return f"{self._stamp(data)} {self._bold}user>{reset} {_printable(text)}"
+        if kind == "final_result":
+            final = data.get("finalResult")
+            text = final.get("text", "") if isinstance(final, dict) else (final or "")
+            model = data.get("model")
+            model = f"({model}) " if model else ""
+            return f"{self._stamp(data)} {self._bold}agent>{reset} {_printable(model + str(text))}"
+        step = step_of(kind, data) if self.steps else None
+        if step is None or step.get("type") in _UNDESCRIBED_STEPS:
+            return None
+        what = describe_step(step)
+        if what is None:
+            return None
+        style = self._red if step_failed(step) else self._dim
+        return f"{self._stamp(data)} {style}  · {_printable(what)}{reset}"
+
+    def _stamp(self, data: dict[str, Any]) -> str:
+        return f"{self._dim}[{_printable(str(data.get('timestamp', '')))}]{self._reset}"

@@ -600,7 +600,7 @@ def test_show_warns_about_a_corrupt_part() -> None:
 
 
 def test_show_with_a_message_whose_time_is_not_an_object() -> None:
-    from sessiontape.sessions import find_session, show_session
+    from sessiontape.storage.sessions import find_session, show_session
 
     rec = _record("ann", "times", "one", "two")
     assert rec.session_dir is not None

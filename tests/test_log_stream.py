@@ -469,8 +469,7 @@ def test_following_prints_the_same_lines(root: Path, follower: Follower) -> None
 
 
 def test_steps_skipped_unread_are_those_describe_step_leaves_out() -> None:
-    from sessiontape.logstream import _UNDESCRIBED_STEPS
-    from sessiontape.transcript import describe_step
+    from sessiontape.transcript import _UNDESCRIBED_STEPS, describe_step
 
     for kind in _UNDESCRIBED_STEPS:
         step = {"type": kind, "agentName": "a", "text": "t", "toolName": "t", "result": "r"}
@@ -666,7 +665,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(root: Path) -> None:
 def test_idle_files_are_parked_and_resumed_in_process(tmp_path: Path) -> None:
     """The library: more files than open descriptors allowed; parked files resume where they
     were."""
-    from sessiontape.logstream import LogStream
+    from sessiontape.storage.log_follow import LogStream
 
     logs = tmp_path / "logs"
     paths = [write(logs / "u" / f"s{i}.jsonl", line(e.user_message(f"first {i}")))
@@ -693,7 +692,7 @@ def test_idle_files_are_parked_and_resumed_in_process(tmp_path: Path) -> None:
 
 
 def test_a_stream_takes_one_of_on_entry_and_on_entries(tmp_path: Path) -> None:
-    from sessiontape.logstream import LogStream
+    from sessiontape.storage.log_follow import LogStream
 
     def quiet(text: str) -> None:
         pass
@@ -710,7 +709,8 @@ def test_a_stream_takes_one_of_on_entry_and_on_entries(tmp_path: Path) -> None:
                          ids=["plain", "steps", "json", "steps-colour"])
 def test_formatting_one_entry_or_a_block_gives_the_same_text(tmp_path: Path,
         options: dict[str, bool]) -> None:
-    from sessiontape.logstream import EntryFormatter, LogSource
+    from sessiontape.storage.log_follow import LogSource
+    from sessiontape.transcript import EntryFormatter
 
     corpus(tmp_path)
     path = tmp_path / "ann" / "s1.jsonl"

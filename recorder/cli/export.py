@@ -12,9 +12,7 @@ from sessiontape.storage.ledger import (
     LedgerSummary,
     export_ledger,
 )
-
-from ..console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, eprint, print_json, printable
-from ..sessions import (
+from sessiontape.storage.sessions import (
     AmbiguousSessionError,
     Locations,
     SessionInfo,
@@ -22,6 +20,8 @@ from ..sessions import (
     find_session,
     list_sessions,
 )
+
+from ..console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, eprint, print_json, printable
 from . import VERBS
 
 PROG = "sessiontape export"

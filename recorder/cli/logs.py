@@ -1,4 +1,4 @@
-"""``sessiontape log stream``: a thin verb over :mod:`sessiontape.logstream`."""
+"""``sessiontape log stream``: a thin verb over :mod:`sessiontape.storage.log_follow`."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sessiontape.storage.log_follow import LogSource, LogStream, StreamFilter, parse_since
 from sessiontape.storage.paths import SkilletPaths
 
 from ..console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
-from ..logstream import EntryFormatter, LogSource, LogStream, StreamFilter, parse_since
+from ..transcript import EntryFormatter
 from . import VERBS
 
 

@@ -11,18 +11,7 @@ from typing import Any
 from sessiontape.storage.fork import ForkError, ForkResult, TurnRangeError, fork_session
 from sessiontape.storage.items import clip, content_text, item_text
 from sessiontape.storage.json_style import dumps_compact
-
-from ..console import (
-    EXIT_FAILURE,
-    EXIT_OK,
-    EXIT_USAGE,
-    Style,
-    eprint,
-    print_json,
-    printable,
-    use_color,
-)
-from ..sessions import (
+from sessiontape.storage.sessions import (
     AmbiguousSessionError,
     Locations,
     SessionInfo,
@@ -36,6 +25,17 @@ from ..sessions import (
     session_locations,
     show_session,
     tool_output_text,
+)
+
+from ..console import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    Style,
+    eprint,
+    print_json,
+    printable,
+    use_color,
 )
 from ..transcript import input_text, render_turns
 from . import VERBS

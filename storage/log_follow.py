@@ -1,4 +1,4 @@
-"""``log stream``: every skillet JSONL replay log under a root, caught up and then followed.
+"""Every skillet JSONL replay log under a root, caught up and then followed.
 
 The library behind ``sessiontape log stream``:
 
@@ -14,10 +14,7 @@ The library behind ``sessiontape log stream``:
   formats and writes each block with one ``write``).
 * :class:`StreamFilter` keeps the files of one user/session and the entries
   since a moment; :func:`parse_since` reads ``10m``/``2h``/``1d`` or ISO times.
-* :class:`EntryFormatter` turns entries into skillet's lines
-  (``── user/session ──``, ``[ts] user> ...``, ``[ts] agent> (model) ...``),
-  optionally with steps (a failed tool call as ``tool ✗ exception``), or into one
-  JSON object per line.
+* How entries look as text is not here: ``sessiontape.transcript.EntryFormatter``.
 
 How changes are found, and what that costs
 -------------------------------------------
@@ -56,20 +53,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from sessiontape.storage.json_style import dumps_compact
-from sessiontape.storage.log_entries import iso_ms, step_failed, step_of
-from sessiontape.storage.log_reader import LogEntry, SessionLogTailer
-from sessiontape.storage.names import sanitize_log_name
-
-from .console import printable
-from .transcript import describe_step, input_text
+from .log_entries import iso_ms
+from .log_reader import LogEntry, SessionLogTailer
+from .names import sanitize_log_name
 
 __all__ = [
     "HOT_SECONDS",
     "MAX_OPEN_FILES",
-    "EntryFormatter",
     "LogSource",
     "LogStream",
     "StreamFilter",
@@ -186,96 +176,6 @@ class StreamFilter:
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
         return moment >= self.since
-
-
-# -- output --------------------------------------------------------------------------
-
-# Step types describe_step() leaves out (None), skipped before calling it: most steps of a
-# log are streamed text chunks (a test keeps this in step with describe_step).
-_UNDESCRIBED_STEPS = frozenset(("text", "agent_end"))
-
-
-def _printable(text: str) -> str:
-    """:func:`printable`, quicker for the usual text: ``str.isprintable()`` is False for
-    every character that escapes (all are in Unicode's category Cc)."""
-    return text if text.isprintable() else printable(text)
-
-
-class EntryFormatter:
-    """Entries as skillet's ``log stream`` lines, or as JSON lines.
-
-    Text: a ``── user/session ──`` header whenever the source changes, then
-    ``[ts] user> ...`` and ``[ts] agent> (model) ...``; with ``steps`` also
-    agent starts, tool calls, tool results (abbreviated; a failed call as
-    ``tool ✗ exception``, in red), handoffs and compactions. JSON: every entry,
-    as one object with ``user``, ``session`` and ``file`` added.
-    """
-
-    def __init__(self, *, steps: bool = False, json: bool = False, color: bool = False) -> None:
-        self.steps = steps
-        self.json = json
-        self._last: LogSource | None = None
-        on = color
-        self._head = "\x1b[1;36m" if on else ""
-        self._dim = "\x1b[2m" if on else ""
-        self._red = "\x1b[31m" if on else ""
-        self._bold = "\x1b[1m" if on else ""
-        self._reset = "\x1b[0m" if on else ""
-
-    def format(self, source: LogSource, entry: LogEntry) -> str | None:
-        """The text for one entry (several lines when a header comes first), or None."""
-        text = self.format_objects(source, [entry.data])
-        return text[:-1] if text else None
-
-    def format_objects(self, source: LogSource, objects: list[dict[str, Any]]) -> str:
-        """The text for entries of one source, given as their objects: each line ends with a
-        newline, a header comes first if the source changed; "" when none is shown."""
-        if self.json:
-            return self._json_lines(source, objects)
-        lines = [text for text in map(self._line, objects) if text is not None]
-        if not lines:
-            return ""
-        if source != self._last:
-            self._last = source
-            lines.insert(0, f"{self._head}── {printable(source.label)} ──{self._reset}")
-        lines.append("")  # for the last newline
-        return "\n".join(lines)
-
-    @staticmethod
-    def _json_lines(source: LogSource, objects: list[dict[str, Any]]) -> str:
-        """Each object with ``user``, ``session`` and ``file`` set (new keys last), a line each."""
-        added = {"user": source.user, "session": source.session, "file": source.path}
-        dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-        try:
-            return b"".join([dumps({**data, **added}, default=str, option=option)
-                             for data in objects]).decode()
-        except orjson.JSONEncodeError:  # a lone surrogate, an integer beyond 64 bits
-            return "".join(dumps_compact({**data, **added}).decode() + "\n"
-                           for data in objects)
-
-    def _line(self, data: dict[str, Any]) -> str | None:
-        """The line for one entry's object (no newline), or None when it is not shown."""
-        kind, reset = data["kind"], self._reset
-        if kind == "user_message":
-            text = input_text(data.get("userInput"))
-            return f"{self._stamp(data)} {self._bold}user>{reset} {_printable(text)}"
-        if kind == "final_result":
-            final = data.get("finalResult")
-            text = final.get("text", "") if isinstance(final, dict) else (final or "")
-            model = data.get("model")
-            model = f"({model}) " if model else ""
-            return f"{self._stamp(data)} {self._bold}agent>{reset} {_printable(model + str(text))}"
-        step = step_of(kind, data) if self.steps else None
-        if step is None or step.get("type") in _UNDESCRIBED_STEPS:
-            return None
-        what = describe_step(step)
-        if what is None:
-            return None
-        style = self._red if step_failed(step) else self._dim
-        return f"{self._stamp(data)} {style}  · {_printable(what)}{reset}"
-
-    def _stamp(self, data: dict[str, Any]) -> str:
-        return f"{self._dim}[{_printable(str(data.get('timestamp', '')))}]{self._reset}"
 
 
 # -- one file ---------------------------------------------------------------------------

@@ -58,7 +58,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sessiontape.storage.agentuse_reader import (
+from .agentuse_reader import (
     OUR_VERSION_PREFIX,
     CorruptFileError,
     LoadedMessage,
@@ -66,14 +66,14 @@ from sessiontape.storage.agentuse_reader import (
     load_session,
     split_session_dir_name,
 )
-from sessiontape.storage.items import content_text, output_text
-from sessiontape.storage.json_style import dumps_compact, loads
-from sessiontape.storage.links import read_links
-from sessiontape.storage.liveness import reported_status
-from sessiontape.storage.log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
-from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
-from sessiontape.storage.replay_log import find_log_path, log_owner, owner_record_path
-from sessiontape.storage.tables import (
+from .items import content_text, output_text
+from .json_style import dumps_compact, loads
+from .links import read_links
+from .liveness import reported_status
+from .log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
+from .paths import SkilletPaths, agentuse_sessions_root
+from .replay_log import find_log_path, log_owner, owner_record_path
+from .tables import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
     LINKS_TABLE,
