@@ -25,7 +25,7 @@ from sessiontape.storage.compaction import CompactionInfo
 from sessiontape.storage.json_style import value_text
 from sessiontape.storage.log_reader import SessionLogReader, Turn
 
-from .console import Style
+from .cli.console import Style
 from .describe import output_text_delta
 from .pricing import Price
 from .recorder import Recorder

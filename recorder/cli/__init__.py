@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verb = next((argument for argument in arguments if not argument.startswith("-")), "")
     parser = build_parser(verb)
     args = parser.parse_args(arguments)
-    from ..console import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+    from .console import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
     if args.verb is None:
         parser.print_help(sys.stderr)

@@ -9,8 +9,8 @@ import sys
 
 from sessiontape.storage.names import DEFAULT_USER_ID
 
-from ..console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, use_color
 from . import VERBS
+from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, use_color
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

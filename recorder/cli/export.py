@@ -21,8 +21,8 @@ from sessiontape.storage.sessions import (
     list_sessions,
 )
 
-from ..console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, eprint, print_json, printable
 from . import VERBS
+from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, eprint, print_json, printable
 
 PROG = "sessiontape export"
 

@@ -13,9 +13,9 @@ from typing import Any
 from sessiontape.storage.log_follow import LogSource, LogStream, StreamFilter, parse_since
 from sessiontape.storage.paths import SkilletPaths
 
-from ..console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
 from ..transcript import EntryFormatter
 from . import VERBS
+from .console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
 
 
 def _since(text: str) -> datetime:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from sessiontape.storage.paths import resolved_paths
 
-from ..console import EXIT_OK, print_json
 from . import VERBS
+from .console import EXIT_OK, print_json
 
 
 def cmd_paths(args: argparse.Namespace) -> int:

@@ -21,7 +21,8 @@ from typing import Any
 
 from sessiontape.storage.names import DEFAULT_USER_ID, default_session_name
 
-from ..console import (
+from . import VERBS
+from .console import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -30,7 +31,6 @@ from ..console import (
     eprint,
     use_color,
 )
-from . import VERBS
 
 HISTORY_FILE = ".sessiontape_chat_history"
 HISTORY_LENGTH = 1000

@@ -27,7 +27,9 @@ from sessiontape.storage.sessions import (
     tool_output_text,
 )
 
-from ..console import (
+from ..transcript import input_text, render_turns
+from . import VERBS
+from .console import (
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
@@ -37,8 +39,6 @@ from ..console import (
     printable,
     use_color,
 )
-from ..transcript import input_text, render_turns
-from . import VERBS
 
 PROG = "sessiontape sessions"
 
