@@ -42,10 +42,16 @@ from .log_reader import LogEntry, SessionLogReader, Turn, group_turns
 
 __all__ = [
     "LEDGER_FORMAT",
+    "Exchange",
     "LedgerConversation",
     "LedgerSourceError",
     "LedgerSummary",
+    "Message",
+    "ModelCall",
+    "Session",
     "export_ledger",
+    "read_conversation",
+    "response_of",
 ]
 
 LEDGER_FORMAT = "sessiontape-ledger/1"
@@ -206,15 +212,29 @@ class _Message:
         return self.metadata.get("kind")
 
 
+@dataclass(frozen=True)
+class ModelCall:
+    """One model call: a ``step-finish`` part or a ``model_call`` line (tokens in the
+    log's ``usage`` names)."""
+
+    agent: str | None
+    model: str | None
+    tokens: dict[str, Any]
+    cost: float
+    at: int | None
+
+
 @dataclass
 class _Exchange:
-    """One turn: its messages in order, the model that answered, tokens and cost."""
+    """One turn: its messages in order, the model that answered, tokens and cost, and its
+    model calls (as the layout lists them)."""
 
     messages: list[_Message] = field(default_factory=list)
     preferred: str | None = None
     model: str | None = None
     usage: dict[str, Any] | None = None
     completed: int | None = None
+    model_calls: list[ModelCall] = field(default_factory=list)
     id: str = ""
 
     def add_usage(self, tokens: dict[str, Any], cost: Any) -> None:
@@ -245,6 +265,8 @@ class _Session:
     context_limit: int | None = None
     context_used: int | None = None
     agentic: bool = False
+    agent: str | None = None   # the session's agent (a log's: its first)
+    status: str | None = None  # the layout's own status (a tree's, as reported)
     id: str = ""
 
     def adopt(self, child: _Session, spawn: _Message | None) -> None:
@@ -395,8 +417,9 @@ class _TreeReader:
             str(loaded.directory), _str(info.get("id")), source, _str(info.get("model")),
             _str(_obj(info.get("project")).get("root")),
             _int(_obj(info.get("time")).get("created")),
-            task_status=_status(reported_status(info, loaded.directory)),
-            agentic=bool(loaded.tools))
+            agentic=bool(loaded.tools), agent=self.agent)
+        self.session.status = reported_status(info, loaded.directory)
+        self.session.task_status = _status(self.session.status)
         self.calls: list[_Message] = []
 
     def read(self) -> _Session:
@@ -440,7 +463,12 @@ class _TreeReader:
             if kind == "step-start":
                 agent, model = _str(part.get("agent")) or agent, _str(part.get("model")) or model
             elif kind == "step-finish":
-                self.session.context_used = _context(_tokens(_obj(part.get("tokens"))))
+                tokens = _tokens(_obj(part.get("tokens")))
+                self.session.context_used = _context(tokens)
+                times = _obj(part.get("time"))
+                exchange.model_calls.append(ModelCall(
+                    _str(part.get("agent")) or agent, _str(part.get("model")) or model, tokens,
+                    _number(part.get("cost")), _int(times.get("end")) or _int(times.get("start"))))
             if kind in _SKIPPED_PARTS or not isinstance(kind, str):
                 continue
             row = _part_message(part, agent, model, at)
@@ -590,6 +618,8 @@ class _LogReader:
         agent, model = _str(data.get("agentName")) or scope.agent, _str(data.get("model"))
         tokens = _obj(data.get("usage"))
         scope.exchange.add_usage(tokens, data.get("cost"))
+        scope.exchange.model_calls.append(ModelCall(agent, model, tokens,
+                                                    _number(data.get("cost")), at))
         scope.exchange.model = model or scope.exchange.model
         scope.session.model = model or scope.session.model
         scope.session.context_used = _context(tokens)
@@ -604,6 +634,7 @@ class _LogReader:
         agent = _str(step.get("agentName")) or scope.agent
         if kind in ("agent_start", "handoff"):
             scope.agent = _str(step.get("toAgentName" if kind == "handoff" else "agentName"))
+            scope.session.agent = scope.session.agent or scope.agent
         if kind == "text" and scope.text is not None:
             scope.text.content += str(step.get("text", ""))
         elif kind == "agent_tool_start":
@@ -661,6 +692,12 @@ class _LogReader:
                 run.answer(step["result"], at)
 
 
+# What the readers above make, as other modules (catalog.py) name them.
+Session = _Session
+Exchange = _Exchange
+Message = _Message
+
+
 # -- writing ----------------------------------------------------------------------------
 
 
@@ -698,7 +735,7 @@ def _assign_ids(session: _Session, ids: _Ids) -> None:
         _assign_ids(sub, ids)
 
 
-def _response(exchange: _Exchange) -> _Message | None:
+def response_of(exchange: _Exchange) -> _Message | None:
     """The exchange's answer: its last text."""
     texts = [m for m in exchange.messages if m.kind == "text"]
     return texts[-1] if texts else None
@@ -733,7 +770,7 @@ def _metadata(message: _Message, usage: dict[str, Any] | None) -> str:
 def _message_rows(session: _Session) -> Iterator[tuple[Any, ...]]:
     sequence = 0
     for exchange in session.exchanges:
-        response = _response(exchange)
+        response = response_of(exchange)
         for message in exchange.messages:
             usage = exchange.usage if message is response else None
             yield (message.id, session.id, message.role, message.content, sequence,
@@ -745,7 +782,7 @@ def _message_rows(session: _Session) -> Iterator[tuple[Any, ...]]:
 def _turn_rows(session: _Session) -> Iterator[tuple[Any, ...]]:
     last = len(session.exchanges) - 1
     for number, exchange in enumerate(session.exchanges):
-        response = _response(exchange)
+        response = response_of(exchange)
         usage = exchange.usage
         times = [m.timestamp for m in exchange.messages if m.timestamp is not None]
         yield (exchange.id, session.id,
@@ -790,9 +827,11 @@ def _insert(conn: sqlite3.Connection, session: _Session, summary: LedgerSummary)
 # -- reading a conversation -------------------------------------------------------------
 
 
-def _read(conversation: LedgerConversation, problems: list[str]) -> tuple[_Session, str]:
+def read_conversation(conversation: LedgerConversation,
+                      problems: list[str]) -> tuple[_Session, str]:
     """The conversation's session tree and where it was read (``agentuse`` or ``log``);
-    LedgerSourceError when there is nothing to read it from."""
+    LedgerSourceError when there is nothing to read it from. What was read around is
+    added to ``problems``."""
     directory, log = conversation.agentuse_dir, conversation.log_path
     if directory is not None and directory.is_dir():
         try:
@@ -825,7 +864,7 @@ def _write(conn: sqlite3.Connection, conversations: Sequence[LedgerConversation]
     ids = _Ids()
     for conversation in conversations:
         try:
-            session, read_from = _read(conversation, summary.problems)
+            session, read_from = read_conversation(conversation, summary.problems)
         except LedgerSourceError as exc:
             if strict:
                 raise

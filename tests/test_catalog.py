@@ -1,0 +1,454 @@
+"""The catalog (``storage/catalog.py``): one SQLite index of every conversation.
+
+The module's world records conversations in-process with the real SDK Runner on scripted
+models (parallel tool calls, an ``Agent.as_tool`` subagent, a failing tool, a handoff, a
+streamed second turn), leaves one with its log alone, adds AgentUse's own tree and
+skilled_crew's own logs, and indexes them all; the tests read the catalog against the files.
+Tests that change files record their own conversations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, function_tool
+from conftest import AGENTUSE_FIXTURE, SKILLET_FIXTURE
+from harness import isolated_environ
+from scripted import call, final, model, reasoning, run_agent, tools_step, usage
+
+from sessiontape import Recorder
+from sessiontape.storage.agentuse_reader import LoadedSession, load_session
+from sessiontape.storage.catalog import (
+    SCHEMA_VERSION,
+    SNIPPET_END,
+    SNIPPET_START,
+    Catalog,
+    CatalogUnavailable,
+    SearchSyntaxError,
+    default_catalog_path,
+)
+from sessiontape.storage.file_writes import atomic_write
+from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.paths import SkilletPaths
+
+pytestmark = pytest.mark.xdist_group("catalog")
+
+ANN, BOB = "ann@example.com", "bob@example.com"
+
+
+@function_tool
+def square(n: int) -> int:
+    """Square a number."""
+    return n * n
+
+
+@function_tool
+def fail(city: str) -> str:
+    """Look up a city (always fails)."""
+    raise LookupError(f"no such city: {city}")
+
+
+async def plan_trip(rec: Recorder, word: str) -> None:
+    """Two turns, prompts ``<word> prompt N``: reasoning, three parallel calls (a tool, a
+    subagent with a tool of its own, a failing tool) and a handoff to Closer; then,
+    streamed, the tool and the subagent, and the answer."""
+    for turn in range(2):
+        helper = Agent(name="Helper", instructions="Help.", tools=[square], model=model(
+            tools_step(call("square", {"n": 9})), final(f"helped {word} {turn}", usage(3, 1))))
+        closer = Agent(name="Closer", model=model(final(f"closed {word} {turn}", usage(4, 2))))
+        calls = [call("square", {"n": turn + 2}), call("helper", {"input": f"q{turn}"})]
+        calls += [call("fail", {"city": "Atlantis"})] if turn == 0 else []
+        answer = tools_step(call("transfer_to_closer", {}), u=usage(6, 1)) if turn == 0 \
+            else final(f"{word} answer 1", usage(20, 4, reasoning=3, cached=5))
+        planner = Agent(name="Planner", instructions="Plan trips.",
+                        tools=[square, fail, helper.as_tool("helper", "Ask the helper.")],
+                        handoffs=[closer], model=model(
+                            tools_step(*calls, u=usage(10, 2),
+                                       extra=[reasoning(f"think about {word}")]), answer))
+        await run_agent(rec, planner, f"{word} prompt {turn}", streamed=turn == 1)
+
+
+async def squares(rec: Recorder, prompt: str, answer: str) -> None:
+    """One turn with two parallel calls of one tool."""
+    agent = Agent(name="Counter", tools=[square], model=model(
+        tools_step(call("square", {"n": 2}), call("square", {"n": 3})),
+        final(answer, usage(5, 5))))
+    await run_agent(rec, agent, prompt, streamed=False)
+
+
+def record(*runs: tuple[str, str, Any]) -> dict[str, Recorder]:
+    """Record each ``(user, session, scenario)`` under the current environment."""
+    async def main() -> dict[str, Recorder]:
+        recorders = {}
+        for user, name, scenario in runs:
+            rec = Recorder(user, name)
+            await scenario(rec)
+            await rec.aclose()
+            assert rec.errors == 0
+            recorders[name] = rec
+        return recorders
+
+    return asyncio.run(main())
+
+
+def settle() -> None:
+    """Wait past the catalog's racy window, so that the files just written count as
+    settled (a file changed within it is looked at again by the next refresh)."""
+    time.sleep(0.1)
+
+
+@dataclass
+class Where:
+    """The three layouts' locations (the AgentUse root of the recordings' project)."""
+
+    store: Path
+    logs: Path
+    root: Path
+
+    def refresh(self, catalog: Catalog) -> Any:
+        return catalog.refresh(self.store, self.logs, [self.root])
+
+
+def where_of(rec: Recorder) -> Where:
+    skillet = SkilletPaths.resolve()
+    assert rec.session_dir is not None
+    return Where(skillet.store_file, skillet.logs_root, rec.session_dir.parent)
+
+
+@dataclass
+class World:
+    where: Where
+    catalog: Catalog
+    trip_dir: Path
+    squares_dir: Path
+    logonly_log: Path
+    foreign: bool  # AgentUse's and skilled_crew's own files were added
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    base = tmp_path_factory.mktemp("catalog")
+    with pytest.MonkeyPatch.context() as patch:  # a module's fixture: before conftest's
+        for key, value in isolated_environ(base).items():
+            patch.setenv(key, value)
+        recs = record((ANN, "trip", lambda r: plan_trip(r, "zanzibar")),
+                      (ANN, "logonly", lambda r: plan_trip(r, "quokka")),
+                      (BOB, "squares", lambda r: squares(r, "square 2 and 3", "squared")))
+        where = where_of(recs["trip"])
+        logonly = recs["logonly"]
+        assert logonly.session_dir is not None
+        shutil.rmtree(logonly.session_dir)  # its log alone is left
+        foreign = AGENTUSE_FIXTURE.is_dir() and SKILLET_FIXTURE.is_dir()
+        if foreign:
+            for session in AGENTUSE_FIXTURE.glob("agentuse/project/*/session/*"):
+                shutil.copytree(session, where.root / session.name)
+            shutil.copytree(SKILLET_FIXTURE / ".agent_session_logs" / "john_example_com",
+                            where.logs / "john_example_com")
+        settle()
+        catalog = Catalog()
+        summary = where.refresh(catalog)
+        assert summary.rebuilt and summary.problems == []
+        trip, bob = recs["trip"].session_dir, recs["squares"].session_dir
+        assert trip is not None and bob is not None
+        yield World(where, catalog, trip, bob, logonly.log_path, foreign)
+        catalog.close()
+
+
+def sessions(hits: list[Any]) -> set[str]:
+    return {hit.session for hit in hits}
+
+
+def all_sessions(session: LoadedSession) -> Iterator[LoadedSession]:
+    yield session
+    for sub in session.subagents:
+        yield from all_sessions(sub)
+
+
+# -- search ---------------------------------------------------------------------------------
+
+
+def test_a_phrase_finds_exactly_the_conversations_holding_it(world: World) -> None:
+    hits = world.catalog.search('"zanzibar prompt"')
+    assert sessions(hits) == {"trip"}
+    assert sorted((h.turn, h.kind, h.user) for h in hits) == [(1, "user", ANN), (2, "user", ANN)]
+    assert sessions(world.catalog.search('"quokka prompt"')) == {"logonly"}
+    assert sessions(world.catalog.search('"square 2 and 3"')) == {"squares"}
+    assert world.catalog.search('"zanzibar quokka"') == []
+    (hit,) = world.catalog.search('"zanzibar prompt 1"')
+    assert hit.snippet == f"{SNIPPET_START}zanzibar prompt 1{SNIPPET_END}"
+
+
+def test_turn_numbers_and_kinds_are_the_conversations(world: World) -> None:
+    for word in ("zanzibar", "quokka"):
+        (closed,) = world.catalog.search(f'"closed {word} 0"')
+        assert (closed.turn, closed.kind, closed.agent) == (1, "answer", "Closer")
+        (last,) = world.catalog.search(f'"{word} answer 1"')
+        assert (last.turn, last.kind, last.agent) == (2, "answer", "Planner")
+        helped = world.catalog.search(f'"helped {word} 1"', kind="answer")
+        assert [(h.turn, h.agent) for h in helped] == [(2, "Helper")]
+        thought = world.catalog.search(f'"think about {word}"')
+        assert {(h.turn, h.kind) for h in thought} == {(1, "reasoning"), (2, "reasoning")}
+    failed = world.catalog.search("Atlantis", kind="tool_output")
+    assert {(h.session, h.turn, h.tool) for h in failed} == {("trip", 1, "fail"),
+                                                              ("logonly", 1, "fail")}
+
+
+def test_prefix_not_and_or(world: World) -> None:
+    assert sessions(world.catalog.search("zanzi*")) == {"trip"}
+    assert sessions(world.catalog.search("prompt NOT zanzibar", kind="user")) == {"logonly"}
+    assert sessions(world.catalog.search("zanzibar OR squared")) == {"trip", "squares"}
+    assert sessions(world.catalog.search("zanzibar AND quokka")) == set()
+
+
+def test_filters(world: World) -> None:
+    catalog = world.catalog
+    assert sessions(catalog.search("squared OR zanzibar", user=BOB)) == {"squares"}
+    by_tool = catalog.search("9", tool="square")
+    assert by_tool and {h.tool for h in by_tool} == {"square"}
+    assert {h.kind for h in by_tool} <= {"tool_args", "tool_output"}
+    assert {h.agent for h in catalog.search("helped*", agent="Helper")} == {"Helper"}
+    assert catalog.search("helped*", agent="Closer") == []
+    assert catalog.search("zanzibar", since=4_000_000_000_000) == []
+    assert sessions(catalog.search("zanzibar", since=0)) == {"trip"}
+    assert len(catalog.search("prompt", limit=1)) == 1
+
+
+@pytest.mark.parametrize("query", ['"unclosed', "AND", "zanzibar NOT", "col:umn", "(a"])
+def test_a_malformed_query_is_a_clear_error(world: World, query: str) -> None:
+    with pytest.raises(SearchSyntaxError, match="invalid search query") as raised:
+        world.catalog.search(query)
+    assert isinstance(raised.value, ValueError)
+
+
+# -- usage and conversations ------------------------------------------------------------------
+
+
+def step_finishes(directory: Path) -> list[dict[str, Any]]:
+    return [part for s in all_sessions(load_session(directory)) for m in s.messages
+            for part in m.parts if part["type"] == "step-finish"]
+
+
+def test_usage_totals_equal_the_step_finish_parts_and_model_call_lines(world: World) -> None:
+    parts = step_finishes(world.trip_dir) + step_finishes(world.squares_dir)
+    lines = [e.data for e in SessionLogReader(world.logonly_log).entries()
+             if e.kind == "model_call"]
+    cost = sum(p["cost"] for p in parts) + sum(line["cost"] for line in lines)
+    inputs = sum(p["tokens"]["input"] for p in parts) + \
+        sum(line["usage"]["inputTokens"] for line in lines)
+    reasoning_tokens = sum(p["tokens"]["reasoning"] for p in parts) + \
+        sum(line["usage"]["reasoningTokens"] for line in lines)
+    assert cost > 0 and reasoning_tokens > 0
+    for group in ("daily", "monthly", "session", "model", "agent"):
+        rows = world.catalog.usage(group)
+        # AgentUse's own exchanges (no step-finish parts) are counted from message.json: cost 0
+        assert sum(r.cost for r in rows) == pytest.approx(cost), group
+        ours = [r for r in rows if group != "session" or r.user is not None]
+        assert sum(r.calls for r in ours) >= len(parts) + len(lines)
+    by_session = {(r.user, r.key): r for r in world.catalog.usage("session")}
+    assert sum(r.input_tokens for (user, _), r in by_session.items()
+               if user in (ANN, BOB)) == inputs
+    trip = step_finishes(world.trip_dir)
+    assert by_session[(ANN, "trip")].cost == pytest.approx(sum(p["cost"] for p in trip))
+    assert by_session[(ANN, "trip")].calls == len(trip)
+    assert by_session[(ANN, "trip")].cached_tokens == sum(p["tokens"]["cache"]["read"]
+                                                          for p in trip) > 0
+    agents = {r.key for r in world.catalog.usage("agent")}
+    assert {"Planner", "Helper", "Closer", "Counter"} <= agents
+    assert world.catalog.usage("model", since=4_000_000_000_000) == []
+    with pytest.raises(ValueError, match="unknown usage group"):
+        world.catalog.usage("weekly")
+
+
+def test_conversations_lists_every_layout(world: World) -> None:
+    rows = {(r.user, r.session): r for r in world.catalog.conversations()}
+    trip = rows[(ANN, "trip")]
+    assert (trip.turns, trip.read_from, trip.origin, trip.agent, trip.status) == \
+        (2, "agentuse", "sessiontape", "Planner", "completed")
+    assert trip.items > 0 and trip.agentuse_dir == str(world.trip_dir)
+    logonly = rows[(ANN, "logonly")]
+    assert (logonly.turns, logonly.read_from, logonly.log_path) == \
+        (2, "log", str(world.logonly_log))
+    assert [r.session for r in world.catalog.conversations(user=BOB)] == ["squares"]
+    if world.foreign:
+        foreign = [r for r in rows.values() if r.user is None]
+        assert {r.origin for r in foreign} == {"agentuse"} and len(foreign) == 4
+        crew = [r for r in rows.values() if r.user == "john_example_com"]
+        assert {r.origin for r in crew} == {"skilled_crew"} and len(crew) == 2
+        assert sessions(world.catalog.search('"README says hello"')) == \
+            {r.session for r in foreign if r.session.endswith("-tools")}
+
+
+def test_a_no_change_refresh_re_reads_nothing(world: World) -> None:
+    summary = world.where.refresh(world.catalog)
+    assert (summary.reindexed, summary.dropped, summary.rebuilt) == (0, 0, False)
+    assert summary.conversations == len(world.catalog.conversations())
+
+
+# -- refresh ----------------------------------------------------------------------------------
+
+
+def test_an_atomic_rename_changes_the_directory_mtime(tmp_path: Path) -> None:
+    """What refresh relies on: a file replaced by rename, or added, changes its directory's
+    mtime, without any other file of the directory being touched."""
+    directory = tmp_path / "part"
+    directory.mkdir()
+    atomic_write(directory / "a.json", b"{}")
+    for change in (lambda: atomic_write(directory / "a.json", b'{"x": 1}'),
+                   lambda: atomic_write(directory / "b.json", b"{}"),
+                   lambda: os.unlink(directory / "b.json")):
+        before = os.stat(directory).st_mtime_ns
+        time.sleep(0.02)
+        change()
+        assert os.stat(directory).st_mtime_ns != before
+
+
+def forget(rec: Recorder) -> None:
+    """Remove every trace of a conversation: store rows, link, log, owner record, tree."""
+    with closing(sqlite3.connect(SkilletPaths.resolve().store_file)) as conn, conn:
+        for table in ("session_items", "sessiontape_links"):
+            conn.execute(f"DELETE FROM {table} WHERE user_id = ? AND session_name = ?",
+                         (rec.user_id, rec.session_name))
+    rec.log_path.unlink()
+    rec.log_path.with_name(f".{rec.session_name}.owner.json").unlink()
+    assert rec.session_dir is not None
+    shutil.rmtree(rec.session_dir)
+
+
+def text_part(directory: Path, text: str) -> Path:
+    return next(p for p in directory.glob("*/part/*.json")
+                if json.loads(p.read_text()).get("text") == text)
+
+
+def test_refresh_follows_a_new_turn_an_edit_and_a_deletion() -> None:
+    recs = record((ANN, "alpha", lambda r: squares(r, "alpha first", "alpha done")),
+                  (ANN, "beta", lambda r: squares(r, "beta first", "beta done")))
+    where = where_of(recs["alpha"])
+    settle()
+    with Catalog() as catalog:
+        assert where.refresh(catalog).reindexed == 2
+        assert where.refresh(catalog).reindexed == 0
+
+        record((ANN, "alpha", lambda r: squares(r, "alpha second", "alpha again")))
+        settle()
+        summary = where.refresh(catalog)
+        assert (summary.reindexed, summary.dropped, summary.conversations) == (1, 0, 2)
+        assert [(h.session, h.turn) for h in catalog.search('"alpha second"')] == [("alpha", 2)]
+        assert {(r.session, r.turns) for r in catalog.conversations()} == {("alpha", 2),
+                                                                          ("beta", 1)}
+
+        beta_dir = recs["beta"].session_dir
+        assert beta_dir is not None
+        part = text_part(beta_dir, "beta done")
+        atomic_write(part, part.read_bytes().replace(b"beta done", b"beta edited"))
+        settle()
+        assert where.refresh(catalog).reindexed == 1
+        assert sessions(catalog.search('"beta edited"')) == {"beta"}
+        assert catalog.search('"beta done"') == []
+
+        forget(recs["beta"])
+        settle()
+        summary = where.refresh(catalog)
+        assert (summary.reindexed, summary.dropped, summary.conversations) == (0, 1, 1)
+        assert catalog.search("beta") == []
+        assert [r.session for r in catalog.conversations()] == ["alpha"]
+        assert {r.key for r in catalog.usage("session")} == {"alpha"}
+
+
+def test_a_deleted_tree_is_read_from_its_log_and_deleting_the_catalog_loses_nothing() -> None:
+    recs = record((ANN, "gamma", lambda r: squares(r, "gamma first", "gamma done")))
+    where = where_of(recs["gamma"])
+    settle()
+    path = default_catalog_path()
+    with Catalog() as catalog:
+        where.refresh(catalog)
+        before = catalog.search("gamma")
+        assert catalog.conversations()[0].read_from == "agentuse"
+    path.unlink()
+    with Catalog() as catalog:
+        summary = where.refresh(catalog)
+        assert summary.rebuilt and summary.reindexed == 1
+        assert catalog.search("gamma") == before
+        assert recs["gamma"].session_dir is not None
+        shutil.rmtree(recs["gamma"].session_dir)
+        settle()
+        assert where.refresh(catalog).reindexed == 1
+        (row,) = catalog.conversations()
+        assert (row.read_from, row.turns) == ("log", 1)
+        assert sessions(catalog.search('"gamma done"')) == {"gamma"}
+
+
+# -- robustness -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small() -> Where:
+    recs = record((ANN, "delta", lambda r: squares(r, "delta first", "delta done")))
+    settle()
+    return where_of(recs["delta"])
+
+
+def test_the_catalog_is_private_under_the_cache_dir(small: Where) -> None:
+    path = default_catalog_path()
+    assert path == Path(os.environ["XDG_CACHE_HOME"]) / "sessiontape" / "catalog.sqlite"
+    with Catalog() as catalog:
+        small.refresh(catalog)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+
+
+def test_a_corrupt_catalog_is_rebuilt(small: Where) -> None:
+    path = default_catalog_path()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"this is not a database" * 100)
+    with Catalog() as catalog:
+        summary = small.refresh(catalog)
+        assert summary.rebuilt and summary.conversations == 1
+        assert sessions(catalog.search("delta")) == {"delta"}
+
+
+def test_an_older_catalog_is_rebuilt_and_a_newer_one_is_not_used(small: Where) -> None:
+    path = default_catalog_path()
+    with Catalog() as catalog:
+        small.refresh(catalog)
+    for version, rebuilt in ((0, True), (SCHEMA_VERSION + 1, None)):
+        with closing(sqlite3.connect(path)) as conn, conn:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+        with Catalog() as catalog:
+            if rebuilt is None:
+                with pytest.raises(CatalogUnavailable, match="newer than this sessiontape"):
+                    catalog.search("delta")
+            else:
+                assert small.refresh(catalog).rebuilt
+                assert sessions(catalog.search("delta")) == {"delta"}
+
+
+def test_a_locked_catalog_raises_after_the_busy_timeout(small: Where) -> None:
+    with Catalog() as catalog:
+        small.refresh(catalog)
+    with closing(sqlite3.connect(default_catalog_path(), isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")
+        with Catalog(busy_timeout=0.1) as catalog:
+            with pytest.raises(CatalogUnavailable, match="locked by another process"):
+                small.refresh(catalog)
+            assert sessions(catalog.search("delta")) == {"delta"}  # readers are not blocked
+        other.execute("ROLLBACK")
+
+
+def test_a_catalog_that_cannot_be_created_raises_catalog_unavailable(small: Where,
+                                                                     tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    with Catalog(tmp_path / "a-file" / "catalog.sqlite") as catalog, \
+            pytest.raises(CatalogUnavailable, match="cannot be used"):
+        small.refresh(catalog)
