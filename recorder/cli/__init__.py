@@ -30,6 +30,8 @@ VERBS = {
     "chat": Verb("run", "chat with an agent, recorded"),
     "log": Verb("logs", "read skillet JSONL replay logs"),
     "sessions": Verb("sessions", "list, show, fork, clear and locate recorded conversations"),
+    "search": Verb("catalog", "full-text search over every recorded conversation"),
+    "usage": Verb("catalog", "tokens and cost by day, month, session, model or agent"),
     "export": Verb("export", "write recorded conversations as an Agents Ledger (SQLite)"),
 }
 

@@ -1,0 +1,196 @@
+"""``sessiontape search`` and ``sessiontape usage``: questions answered from the catalog.
+
+Both bring the catalog (:mod:`sessiontape.storage.catalog`, a cache of every
+conversation in the three layouts) up to date first, re-reading only what changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sessiontape.storage.catalog import (
+    GROUPS,
+    SNIPPET_END,
+    SNIPPET_START,
+    Catalog,
+    CatalogUnavailable,
+    SearchHit,
+    SearchSyntaxError,
+    UsageRow,
+)
+from sessiontape.storage.log_follow import parse_since
+from sessiontape.storage.sessions import Locations
+
+from . import VERBS
+from .console import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    Style,
+    eprint,
+    print_json,
+    printable,
+    use_color,
+)
+
+# The JSON key that names a usage row's group.
+GROUP_KEYS = {"daily": "day", "monthly": "month", "session": "session", "model": "model",
+              "agent": "agent"}
+
+
+def _when(text: str) -> datetime:
+    try:
+        return parse_since(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _refreshed(args: argparse.Namespace) -> Catalog:
+    """The catalog, brought up to date with the layouts of ``--project``'s environment."""
+    where = Locations.resolve(project_root=args.project)
+    roots = [where.agentuse_root] if where.agentuse_root is not None else []
+    catalog = Catalog()
+    try:
+        catalog.refresh(where.store_file, where.logs_root, roots)
+    except BaseException:
+        catalog.close()
+        raise
+    return catalog
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds")
+
+
+def _plain(snippet: str) -> str:
+    return snippet.replace(SNIPPET_START, "").replace(SNIPPET_END, "")
+
+
+def _hit_json(hit: SearchHit) -> dict[str, Any]:
+    return {"session": hit.session, "user": hit.user, "turn": hit.turn, "kind": hit.kind,
+            "snippet": _plain(hit.snippet), "agent": hit.agent, "tool": hit.tool,
+            "at": _iso(hit.at_ms)}
+
+
+def _hit_line(hit: SearchHit, style: Style) -> str:
+    """``user/session  turn N  kind: snippet`` with the matches in bold on a terminal."""
+    snippet = printable(" ".join(hit.snippet.split()))
+    snippet = snippet.replace(SNIPPET_START, style.bold + style.red).replace(
+        SNIPPET_END, style.reset)
+    where = f"{hit.user}/{hit.session}" if hit.user else hit.session
+    turn = f"turn {hit.turn}" if hit.turn is not None else "turn ?"
+    kind = hit.kind + (f" {hit.tool}" if hit.tool else "")
+    label = f"{style.cyan}{printable(where)}{style.reset}"
+    return f"{label}  {turn}  {style.dim}{kind}:{style.reset} {snippet}"
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """Print the texts of every conversation that match QUERY."""
+    try:
+        with _refreshed(args) as catalog:
+            hits = catalog.search(args.query, user=args.user, agent=args.agent, tool=args.tool,
+                                  kind=args.kind, since=args.since, limit=args.limit)
+    except SearchSyntaxError as exc:
+        eprint(f"sessiontape search: {exc}")
+        return EXIT_USAGE
+    except CatalogUnavailable as exc:
+        eprint(f"sessiontape search: {exc}")
+        return EXIT_FAILURE
+    if args.json:
+        print_json([_hit_json(hit) for hit in hits])
+        return EXIT_OK
+    style = Style(use_color())
+    for hit in hits:
+        print(_hit_line(hit, style))
+    return EXIT_OK
+
+
+def _usage_json(row: UsageRow, group: str) -> dict[str, Any]:
+    record: dict[str, Any] = {GROUP_KEYS[group]: row.key}
+    if group == "session":
+        record["user"] = row.user
+    record.update(calls=row.calls, input_tokens=row.input_tokens,
+                  output_tokens=row.output_tokens, cached_tokens=row.cached_tokens,
+                  reasoning_tokens=row.reasoning_tokens, cost=row.cost)
+    return record
+
+
+def _usage_table(rows: list[UsageRow], group: str) -> list[str]:
+    header = [GROUP_KEYS[group], "calls", "input", "output", "cached", "reasoning", "cost"]
+    cells = [[printable(f"{r.user}/{r.key}" if group == "session" and r.user else r.key),
+              str(r.calls), f"{r.input_tokens:,}", f"{r.output_tokens:,}",
+              f"{r.cached_tokens:,}", f"{r.reasoning_tokens:,}", f"${r.cost:.4f}"]
+             for r in rows]
+    total = [sum(getattr(r, name) for r in rows)
+             for name in ("calls", "input_tokens", "output_tokens", "cached_tokens",
+                          "reasoning_tokens")]
+    cells.append(["total", str(total[0]), *(f"{n:,}" for n in total[1:]),
+                  f"${sum(r.cost for r in rows):.4f}"])
+    widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
+    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                      for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
+            for row in [header, *cells]]
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    """Print tokens and cost per day, month, session, model or agent."""
+    try:
+        with _refreshed(args) as catalog:
+            rows = catalog.usage(args.group, since=args.since, until=args.until)
+    except CatalogUnavailable as exc:
+        eprint(f"sessiontape usage: {exc}")
+        return EXIT_FAILURE
+    if args.json:
+        print_json([_usage_json(row, args.group) for row in rows])
+        return EXIT_OK
+    for line in _usage_table(rows, args.group):
+        print(line)
+    return EXIT_OK
+
+
+def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``search`` and ``usage`` verbs."""
+    search = verbs.add_parser(
+        "search", help=VERBS["search"].help,
+        description="Full-text search over the user messages, answers, reasoning, tool "
+                    "arguments and tool outputs of every recorded conversation (sessiontape's, "
+                    "AgentUse's and skilled_crew's), best matches first. QUERY is FTS5: words, "
+                    '"a phrase", prefix*, AND, OR, NOT. Answered from the catalog, which is '
+                    "brought up to date first.")
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("--user", default=None, help="only this user's conversations")
+    search.add_argument("--agent", default=None, help="only texts of this agent")
+    search.add_argument("--tool", default=None, help="only this tool's arguments and outputs")
+    search.add_argument("--kind", default=None,
+                        choices=("user", "answer", "reasoning", "tool_args", "tool_output"),
+                        help="only texts of this kind")
+    search.add_argument("--since", type=_when, default=None, metavar="WHEN",
+                        help="only texts since WHEN (10m, 2h, 1d, or an ISO time)")
+    search.add_argument("--limit", type=int, default=50, help="at most this many hits (50)")
+    search.add_argument("--project", type=Path, default=None,
+                        help="project whose AgentUse sessions to include (default: cwd)")
+    search.add_argument("--json", action="store_true",
+                        help="an array of hits: session, user, turn (1-based), kind, snippet")
+    search.set_defaults(handler=cmd_search)
+
+    usage = verbs.add_parser(
+        "usage", help=VERBS["usage"].help,
+        description="Input, output, cached and reasoning tokens and cost (USD) of every "
+                    "recorded model call, summed per day or month (UTC), session, model or "
+                    "agent. Answered from the catalog, which is brought up to date first.")
+    usage.add_argument("group", choices=GROUPS)
+    usage.add_argument("--since", type=_when, default=None, metavar="WHEN",
+                       help="calls since WHEN (10m, 2h, 1d, or an ISO time)")
+    usage.add_argument("--until", type=_when, default=None, metavar="WHEN",
+                       help="calls before WHEN")
+    usage.add_argument("--project", type=Path, default=None,
+                       help="project whose AgentUse sessions to include (default: cwd)")
+    usage.add_argument("--json", action="store_true",
+                       help="an array of rows: the group's key, calls, input_tokens, "
+                            "output_tokens, cached_tokens, reasoning_tokens, cost")
+    usage.set_defaults(handler=cmd_usage)

@@ -1,0 +1,132 @@
+"""``sessiontape search`` and ``sessiontape usage`` as whole processes, on real recordings.
+
+Three conversations recorded with the real SDK Runner and scripted models (two users, a
+tool, a subagent on its own model); the commands answer from the catalog, which they
+bring up to date themselves: a turn recorded after a first search is found by the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from agents import Agent, function_tool
+from harness import run_cli
+from scripted import call, final, model, read_session, tools_step, usage
+
+from sessiontape import Price, Recorder
+from sessiontape.storage.agentuse_reader import LoadedSession
+
+PRICES = {"model-main": Price(2.0, 0.5, 8.0), "model-sub": Price(1.0, 0.25, 4.0)}
+
+
+@function_tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"{city}: light drizzle"
+
+
+def record(user: str, name: str, prompt: str, answer: str, *, tool_city: str | None = None,
+           subagent: bool = False) -> Recorder:
+    rec = Recorder(user_id=user, session_name=name, prices=PRICES)
+    steps: list[Any] = []
+    tools: list[Any] = [weather]
+    if tool_city:
+        steps.append(tools_step(call("weather", {"city": tool_city}), u=usage(30, 6)))
+    if subagent:
+        helper = Agent(name="Helper", model=model(final("the museum opens at nine",
+                                                        usage(7, 3)), name="model-sub"))
+        tools.append(helper.as_tool("ask_helper", "Ask the helper."))
+        steps.append(tools_step(call("ask_helper", {"input": "museum hours?"}), u=usage(20, 4)))
+    steps.append(final(answer, usage(40, 8, reasoning=2)))
+    agent = Agent(name="Planner", tools=tools, model=model(*steps, name="model-main"))
+    assert asyncio.run(rec.run(agent, prompt)).final_output == answer
+    return rec
+
+
+def search(*args: str) -> list[dict[str, Any]]:
+    done = run_cli("search", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
+
+
+def all_sessions(session: LoadedSession) -> list[LoadedSession]:
+    return [session, *(s for sub in session.subagents for s in all_sessions(sub))]
+
+
+@pytest.fixture
+def recorded() -> list[Recorder]:
+    return [record("ann", "porto", "Plan a rainy day in Porto", "Visit the Serralves museum",
+                   tool_city="Porto", subagent=True),
+            record("ann", "lisbon", "Plan a sunny day in Lisbon", "Walk along the river"),
+            record("bob", "oslo", "Plan a day in Oslo", "Take the ferry to Bygdøy",
+                   tool_city="Oslo")]
+
+
+def test_search_finds_exactly_the_conversations_that_hold_a_phrase(
+        recorded: list[Recorder]) -> None:
+    assert {hit["session"] for hit in search('"rainy day"')} == {"porto"}
+    drizzle = search("drizzle")  # the tool's output, in two conversations
+    assert {(h["user"], h["session"]) for h in drizzle} == {("ann", "porto"), ("bob", "oslo")}
+    assert {h["kind"] for h in drizzle} == {"tool_output"}
+    assert all(h["turn"] == 1 and "drizzle" in h["snippet"] for h in drizzle)
+    assert {h["session"] for h in search("Plan NOT Oslo")} == {"porto", "lisbon"}
+    assert {h["session"] for h in search("muse*")} == {"porto"}  # a prefix
+    assert {h["session"] for h in search("drizzle", "--user", "bob")} == {"oslo"}
+    assert {h["session"] for h in search("plan", "--kind", "user")} == {"porto", "lisbon", "oslo"}
+    assert search("zeppelin") == []
+
+
+def test_search_sees_a_turn_recorded_after_the_last_search(recorded: list[Recorder]) -> None:
+    assert search("ferry") and not search("fjord")
+    rec = Recorder(user_id="bob", session_name="oslo", prices=PRICES)
+    agent = Agent(name="Planner", model=model(final("Then see the fjord"), name="model-main"))
+    asyncio.run(rec.run(agent, "And after that?"))
+    [hit] = search("fjord")
+    assert (hit["session"], hit["turn"], hit["kind"]) == ("oslo", 2, "answer")
+
+
+def test_a_malformed_query_is_a_usage_error(recorded: list[Recorder]) -> None:
+    done = run_cli("search", '"unclosed phrase')
+    assert done.returncode == 2 and "invalid search query" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_usage_totals_equal_the_trees_step_finish_sums(recorded: list[Recorder]) -> None:
+    tree: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0])
+    for rec in recorded:
+        for session in all_sessions(read_session(rec)):
+            for message in session.messages:
+                for part in message.parts:
+                    if part["type"] == "step-finish":
+                        totals = tree[part["model"]]
+                        totals[0] += part["tokens"]["input"]
+                        totals[1] += part["tokens"]["output"]
+                        totals[2] += part["cost"]
+    done = run_cli("usage", "model", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert {row["model"] for row in rows} == set(tree) == {"scripted:model-main",
+                                                            "scripted:model-sub"}
+    for row in rows:
+        assert [row["input_tokens"], row["output_tokens"]] == tree[row["model"]][:2]
+        assert row["cost"] == pytest.approx(tree[row["model"]][2]) and row["cost"] > 0
+    by_session = json.loads(run_cli("usage", "session", "--json").stdout)
+    assert {(r["user"], r["session"]) for r in by_session} == {
+        ("ann", "porto"), ("ann", "lisbon"), ("bob", "oslo")}
+    assert sum(r["cost"] for r in by_session) == pytest.approx(sum(r["cost"] for r in rows))
+    [day] = json.loads(run_cli("usage", "daily", "--json").stdout)
+    assert day["calls"] == sum(r["calls"] for r in rows) == 7  # 4 + 1 + 2 model calls
+    table = run_cli("usage", "agent")
+    assert table.returncode == 0 and "Planner" in table.stdout and "Helper" in table.stdout
+    assert table.stdout.splitlines()[-1].startswith("total")
+
+
+def test_usage_since_and_until_bound_the_calls(recorded: list[Recorder]) -> None:
+    assert json.loads(run_cli("usage", "model", "--since", "1h", "--json").stdout)
+    assert json.loads(run_cli("usage", "model", "--until", "1d", "--json").stdout) == []
+    bad = run_cli("usage", "model", "--since", "yesterday-ish")
+    assert bad.returncode == 2 and "usage:" in bad.stderr
