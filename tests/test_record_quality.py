@@ -187,6 +187,15 @@ def test_a_naive_reader_finds_every_message_once_in_each_artefact() -> None:
     tasks = [d["user"]["prompt"]["task"] for d in documents if "user" in d]
     text_parts = [d["text"] for d in documents if d.get("type") == "text"]
     assert sorted(tasks) == sorted(prompts) and sorted(text_parts) == sorted(answers)
+    # the store: one JSON item per row (skilled_crew's JS protocol items)
+    with sqlite3.connect(rec.store.path) as conn:
+        items = [json.loads(row) for (row,) in conn.execute(
+            "SELECT item_json FROM session_items WHERE session_name = 'naive' ORDER BY id")]
+    said = [(item["role"], item["content"] if isinstance(item["content"], str)
+             else "".join(part.get("text", "") for part in item["content"]))
+            for item in items if item.get("type", "message") == "message"]
+    assert said == [("user", prompts[0]), ("assistant", answers[0]),
+                    ("user", prompts[1]), ("assistant", answers[1])]
 
 
 AGENT = AgentInfo(name="A", model="openai:gpt-4.1")
