@@ -32,7 +32,7 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from contextlib import closing, suppress
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionABC
 from agents.memory.session import OpenAIResponsesCompactionArgs
 
+from .db import connect, immediate
 from .ids import new_ulid
 from .item_store import ItemStoreSession, decode_rows, item_json
 from .items import call_id_of, to_protocol_items
@@ -208,37 +209,26 @@ def _apply(path: Path, info: CompactionInfo, archived_ids: list[int],
     read = read_ids if read_ids is not None else archived_ids
     in_ids = "id IN (SELECT value FROM json_each(?))"
     pair = (info.user_id, info.session_name)
-    with closing(sqlite3.connect(path, timeout=30.0, isolation_level=None)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            present = conn.execute(f"SELECT COUNT(*) FROM session_items WHERE {in_ids} AND {_PAIR}",
-                                   (orjson.dumps(read).decode(), *pair)).fetchone()[0]
-            if present != len(read):  # popped or cleared since we read them
-                conn.execute("ROLLBACK")
-                return False
-            conn.execute(
-                f"INSERT INTO {ARCHIVE_TABLE} (id, user_id, session_name, created_at, item_json, "
-                f"compaction_id) SELECT id, user_id, session_name, created_at, item_json, ? "
-                f"FROM session_items WHERE {in_ids}", (info.id, ids))
-            conn.execute(f"DELETE FROM session_items WHERE {in_ids}", (ids,))
-            first = conn.execute(f"SELECT MIN(created_at) FROM session_items WHERE {_PAIR}",
-                                 pair).fetchone()[0]
-            created = first - 1 if first is not None else info.at  # before every kept row
-            conn.executemany(
-                "INSERT INTO session_items (user_id, session_name, created_at, item_json) "
-                "VALUES (?, ?, ?, ?)", [(*pair, created, text) for text in replacement])
-            conn.execute(
-                f"INSERT INTO {COMPACTIONS_TABLE} VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (info.id, *pair, info.at, info.reason, info.summarizer, info.items_before,
-                 info.items_after, info.tokens_before, info.tokens_after, info.archived))
-            conn.execute("COMMIT")
-        except BaseException:
-            # SQLite may have rolled back already (a full disk at COMMIT): then a ROLLBACK
-            # would raise "no transaction is active" in place of the real error.
-            if conn.in_transaction:
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
+    with closing(connect(path)) as conn, immediate(conn):
+        present = conn.execute(f"SELECT COUNT(*) FROM session_items WHERE {in_ids} AND {_PAIR}",
+                               (orjson.dumps(read).decode(), *pair)).fetchone()[0]
+        if present != len(read):  # popped or cleared since we read them: nothing written
+            return False
+        conn.execute(
+            f"INSERT INTO {ARCHIVE_TABLE} (id, user_id, session_name, created_at, item_json, "
+            f"compaction_id) SELECT id, user_id, session_name, created_at, item_json, ? "
+            f"FROM session_items WHERE {in_ids}", (info.id, ids))
+        conn.execute(f"DELETE FROM session_items WHERE {in_ids}", (ids,))
+        first = conn.execute(f"SELECT MIN(created_at) FROM session_items WHERE {_PAIR}",
+                             pair).fetchone()[0]
+        created = first - 1 if first is not None else info.at  # before every kept row
+        conn.executemany(
+            "INSERT INTO session_items (user_id, session_name, created_at, item_json) "
+            "VALUES (?, ?, ?, ?)", [(*pair, created, text) for text in replacement])
+        conn.execute(
+            f"INSERT INTO {COMPACTIONS_TABLE} VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (info.id, *pair, info.at, info.reason, info.summarizer, info.items_before,
+             info.items_after, info.tokens_before, info.tokens_after, info.archived))
     return True
 
 

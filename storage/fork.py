@@ -47,6 +47,7 @@ from .agentuse_reader import (
     split_session_dir_name,
 )
 from .agentuse_writer import SUBAGENT_DIR, drop_none
+from .db import connect, immediate
 from .files import atomic_write, make_private_dir, prepare_private_file
 from .ids import new_ulid
 from .json_style import dumps_pretty, loads
@@ -226,26 +227,17 @@ def _write_store(store_file: Path, pair: tuple[str, str], rows: list[_Row],
     """Insert the rows (their ``created_at`` and ``item_json`` as they are) and the link in
     one transaction; NameTakenError if the pair got anything meanwhile."""
     prepare_private_file(store_file)
-    with closing(sqlite3.connect(store_file, timeout=30.0, isolation_level=None)) as conn:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            taken = _table_with(conn, pair)
-            if taken is not None:
-                raise NameTakenError(f"{pair[1]!r} of {pair[0]!r} appeared in {taken} "
-                                     "meanwhile")
-            conn.executemany("INSERT INTO session_items (user_id, session_name, created_at, "
-                             "item_json) VALUES (?, ?, ?, ?)",
-                             [(*pair, row.created_at, row.item_json) for row in rows])
-            if agentuse_dir is not None:
-                conn.execute(LINKS_SCHEMA)
-                conn.execute(f"INSERT INTO {LINKS_TABLE} VALUES (?, ?, ?)",
-                             (*pair, str(agentuse_dir)))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
+    with closing(connect(store_file)) as conn, immediate(conn):
+        taken = _table_with(conn, pair)
+        if taken is not None:
+            raise NameTakenError(f"{pair[1]!r} of {pair[0]!r} appeared in {taken} meanwhile")
+        conn.executemany("INSERT INTO session_items (user_id, session_name, created_at, "
+                         "item_json) VALUES (?, ?, ?, ?)",
+                         [(*pair, row.created_at, row.item_json) for row in rows])
+        if agentuse_dir is not None:
+            conn.execute(LINKS_SCHEMA)
+            conn.execute(f"INSERT INTO {LINKS_TABLE} VALUES (?, ?, ?)",
+                         (*pair, str(agentuse_dir)))
 
 
 # -- the log -----------------------------------------------------------------------------

@@ -66,6 +66,7 @@ from .agentuse_reader import (
     load_session,
     split_session_dir_name,
 )
+from .db import connect, immediate
 from .items import content_text, output_text
 from .json_style import dumps_compact, loads
 from .links import read_links
@@ -1028,19 +1029,12 @@ def clear_session(info: SessionInfo, *, locations: Locations | None = None) -> C
     result = ClearResult()
     if info.user_id is not None and where.store_file.exists():
         pair = (info.user_id, info.session_name)
-        with closing(sqlite3.connect(where.store_file, timeout=30.0,
-                                     isolation_level=None)) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                tables = _tables(conn)
-                for table in ("session_items", ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE):
-                    if table in tables:
-                        cursor = conn.execute(f"DELETE FROM {table} WHERE {_PAIR}", pair)
-                        result.rows[table] = cursor.rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        with closing(connect(where.store_file)) as conn, immediate(conn):
+            tables = _tables(conn)
+            for table in ("session_items", ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE):
+                if table in tables:
+                    cursor = conn.execute(f"DELETE FROM {table} WHERE {_PAIR}", pair)
+                    result.rows[table] = cursor.rowcount
     if info.log_path is not None:
         owner = owner_record_path(info.log_path)
         record = log_owner(info.log_path)

@@ -748,7 +748,7 @@ def test_on_compaction_receives_the_info(db: Path) -> None:
 # -- crash safety --------------------------------------------------------------------------
 
 CHILD = textwrap.dedent("""
-    import asyncio, json, os, signal, sqlite3, sys, types
+    import asyncio, json, os, signal, sqlite3, sys
     from pathlib import Path
 
     import sessiontape.storage.compaction as compaction
@@ -787,9 +787,8 @@ CHILD = textwrap.dedent("""
                 die()
             return cursor
 
-    real_connect = sqlite3.connect
-    compaction.sqlite3 = types.SimpleNamespace(
-        connect=lambda *a, **k: real_connect(*a, factory=Killing, **k))
+    compaction.connect = lambda path, **k: sqlite3.connect(
+        path, timeout=30.0, isolation_level=None, factory=Killing)
 
     async def main():
         store = ItemStore(path)
