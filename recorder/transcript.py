@@ -15,11 +15,9 @@ from sessiontape.storage.log_entries import step_failed, step_of
 from sessiontape.storage.log_follow import LogSource
 from sessiontape.storage.log_reader import LogEntry, Turn
 
-from .cli.console import printable
+from .cli.console import Style, printable
 
 __all__ = ["EntryFormatter", "describe_step", "input_text", "render_turns"]
-
-DIM, RED, RESET = "\x1b[2m", "\x1b[31m", "\x1b[0m"
 
 
 def input_text(user_input: Any) -> str:
@@ -61,7 +59,8 @@ def render_turns(turns: Iterable[Turn], *, color: bool = False,
     """Yield the lines of a transcript for a terminal (control characters escaped);
     ``steps`` adds agents, tool calls, handoffs and compactions (dimmed; a failed tool
     call in red)."""
-    dim, red, reset = (DIM, RED, RESET) if color else ("", "", "")
+    style = Style(color)
+    dim, red, reset = style.dim, style.red, style.reset
     for turn in turns:
         yield f"user> {printable(input_text(turn.user_input))}"
         for step in turn.steps if steps else ():
@@ -101,11 +100,9 @@ class EntryFormatter:
         self.json = json
         self._last: LogSource | None = None
         on = color
-        self._head = "\x1b[1;36m" if on else ""
-        self._dim = "\x1b[2m" if on else ""
-        self._red = "\x1b[31m" if on else ""
-        self._bold = "\x1b[1m" if on else ""
-        self._reset = "\x1b[0m" if on else ""
+        style = Style(on)
+        self._head, self._dim, self._red = style.heading, style.dim, style.red
+        self._bold, self._reset = style.bold, style.reset
 
     def format(self, source: LogSource, entry: LogEntry) -> str | None:
         """The text for one entry (several lines when a header comes first), or None."""

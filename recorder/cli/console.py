@@ -51,6 +51,7 @@ class Style:
         self.dim = "\x1b[2m" if on else ""
         self.red = "\x1b[31m" if on else ""
         self.cyan = "\x1b[36m" if on else ""
+        self.heading = "\x1b[1;36m" if on else ""  # bold cyan, in one sequence
         self.reset = "\x1b[0m" if on else ""
 
 

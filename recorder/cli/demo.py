@@ -10,7 +10,7 @@ import sys
 from sessiontape.storage.names import DEFAULT_USER_ID
 
 from . import VERBS
-from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, use_color
+from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, use_color
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -27,7 +27,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     args.session_name = args.session_name or DEMO_SESSION
 
     color = use_color()
-    bold, reset = ("\x1b[1m", "\x1b[0m") if color else ("", "")
+    style = Style(color)
+    bold, reset = style.bold, style.reset
     print(f"{bold}sessiontape demo{reset}: conversation {args.session_name!r} of {args.user_email}"
           f" ({'model ' + args.model if args.model else 'offline, scripted model'})")
     print("agent> ", end="", flush=True)
