@@ -27,6 +27,7 @@ __all__ = [
     "await_until",
     "call",
     "chunked_message",
+    "fail",
     "final",
     "message",
     "model",
@@ -37,6 +38,7 @@ __all__ = [
     "record_conversation",
     "run_agent",
     "run_way",
+    "square",
     "steps_of",
     "store_items",
     "tool_parts",
@@ -102,6 +104,18 @@ def model(*steps: Any, name: str | None = PRICED_MODEL) -> ScriptedModel:
     if name is not None:
         scripted.model = name  # type: ignore[attr-defined]
     return scripted
+
+
+@function_tool
+def square(n: int) -> int:
+    """Square a number."""
+    return n * n
+
+
+@function_tool
+def fail(city: str) -> str:
+    """Look up a city (always fails)."""
+    raise LookupError(f"no such city: {city}")
 
 
 def blocking_agent(call_id: str) -> tuple[Agent[Any], asyncio.Event]:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, function_tool
+from agents import Agent
 from conftest import AGENTUSE_FIXTURE, SKILLET_FIXTURE
 from harness import isolated_environ
-from scripted import call, final, model, reasoning, run_agent, tools_step, usage
+from scripted import call, fail, final, model, reasoning, run_agent, square, tools_step, usage
 
 from sessiontape import Recorder
 from sessiontape.storage.agentuse_reader import LoadedSession, load_session
@@ -46,18 +46,6 @@ from sessiontape.storage.paths import SkilletPaths
 pytestmark = pytest.mark.xdist_group("catalog")
 
 ANN, BOB = "ann@example.com", "bob@example.com"
-
-
-@function_tool
-def square(n: int) -> int:
-    """Square a number."""
-    return n * n
-
-
-@function_tool
-def fail(city: str) -> str:
-    """Look up a city (always fails)."""
-    raise LookupError(f"no such city: {city}")
 
 
 async def plan_trip(rec: Recorder, word: str) -> None:

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, function_tool
+from agents import Agent
 from harness import EXECUTABLE, isolated_environ, run_many
-from scripted import call, final, model, reasoning, run_agent, tools_step, usage
+from scripted import call, fail, final, model, reasoning, run_agent, square, tools_step, usage
 
 from sessiontape import Recorder
 from sessiontape.storage.agentuse_reader import LoadedSession, load_session
@@ -90,18 +90,6 @@ FROM agent_tool_calls
 WHERE session_id = ?
 GROUP BY tool_name
 ORDER BY uses DESC;"""
-
-
-@function_tool
-def square(n: int) -> int:
-    """Square a number."""
-    return n * n
-
-
-@function_tool
-def fail(city: str) -> str:
-    """Look up a city (always fails)."""
-    raise LookupError(f"no such city: {city}")
 
 
 async def plan_trip(rec: Recorder) -> None:
