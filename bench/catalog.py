@@ -41,27 +41,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import orjson
 from sessions_listing import EXECUTABLE, environment, generate, layout, session_for
-from timing import median
+from timing import median, timed_sync
 
 SEARCHES = {"phrase": '"trip to Kyoto"', "prefix": "muse*", "NOT": "Kyoto NOT museums"}
 USAGE_GROUPS = ("model", "session", "daily")
 NEW_WORD = "zeppelin"  # in each recorded turn's answer; the generator never writes it
-
-
-def timed(call: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """Median seconds of ``repeat`` calls of ``call()``, and the last result."""
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return median(times), result
 
 
 def run_cli(args: list[str], env: dict[str, str], cwd: Path, repeat: int) -> tuple[float, bytes]:
@@ -135,19 +123,19 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
     catalog = Catalog()
     assert default_catalog_path().is_relative_to(home)
 
-    build, summary = timed(lambda: catalog.refresh(*locations), 1)
+    build, summary = timed_sync(lambda: catalog.refresh(*locations), 1)
     assert summary.rebuilt and summary.reindexed == sessions, summary
     assert summary.conversations == sessions and not summary.problems, summary.problems[:3]
     assert len(catalog.conversations()) == sessions
     size = default_catalog_path().stat().st_size
-    no_change, summary = timed(lambda: catalog.refresh(*locations), 5)
+    no_change, summary = timed_sync(lambda: catalog.refresh(*locations), 5)
     assert summary.reindexed == 0, summary
 
     new_turn_times = []
     for index in (sessions // 3, sessions // 2, 2 * sessions // 3):
         name = record_turn(index)
         time.sleep(0.1)  # past RACY_NS: a file changed just before a scan is read again next time
-        seconds, summary = timed(lambda: catalog.refresh(*locations), 1)
+        seconds, summary = timed_sync(lambda: catalog.refresh(*locations), 1)
         assert summary.reindexed == 1 and summary.conversations == sessions, summary
         new_turn_times.append(seconds)
         hits = catalog.search(NEW_WORD)
@@ -156,11 +144,11 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
 
     searches = {}
     for label, query in SEARCHES.items():
-        searches[label], hits = timed(lambda q=query: catalog.search(q), 20)
+        searches[label], hits = timed_sync(lambda q=query: catalog.search(q), 20)
         assert hits, f"no hit for {query!r}"
     usages = {}
     for group in USAGE_GROUPS:
-        usages[group], rows = timed(lambda g=group: catalog.usage(g), 10)
+        usages[group], rows = timed_sync(lambda g=group: catalog.usage(g), 10)
         assert rows
     catalog.close()
 

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from timing import median
+from timing import median, timed_sync
 from ulid import ULID
 
 from sessiontape.storage import log_entries as e
@@ -277,15 +277,6 @@ def run_timed(argv: list[str], env: dict[str, str], repeat: int, shell: bool = F
     return median(times)
 
 
-def timed_call(call: Any, repeat: int) -> tuple[float, Any]:
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return median(times), result
-
-
 def parse_every_file(roots: list[Path]) -> int:
     """``orjson.loads`` of every JSON file and every log line under ``roots``."""
     count = 0
@@ -347,11 +338,11 @@ def measure(home: Path, sessions: int, repeat: int) -> list[tuple[str, str, str,
     cli_list = run_timed([exe, "sessions", "list"], env, repeat)
     cli_show = run_timed([exe, "sessions", "show", name], env, repeat)
     cli_show_user = run_timed([exe, "sessions", "show", "--user", user, name], env, repeat)
-    lib_list, infos = timed_call(list_sessions, repeat)
+    lib_list, infos = timed_sync(list_sessions, repeat)
     assert len(infos) == sessions
-    lib_list_nousage, _ = timed_call(lambda: list_sessions(with_usage=False), repeat)
-    lib_find, info = timed_call(lambda: find_session(name), repeat)
-    lib_show, view = timed_call(lambda: show_session(info), max(repeat, 21))
+    lib_list_nousage, _ = timed_sync(lambda: list_sessions(with_usage=False), repeat)
+    lib_find, info = timed_sync(lambda: find_session(name), repeat)
+    lib_show, view = timed_sync(lambda: show_session(info), max(repeat, 21))
     assert view.turns and all(t.usage is not None for t in view.turns)
 
     store, logs, agentuse = (str(paths[k]) for k in ("store", "logs", "agentuse"))
@@ -363,7 +354,7 @@ def measure(home: Path, sessions: int, repeat: int) -> list[tuple[str, str, str,
     cat_all = f"find {logs} {agentuse} -type f -print0 | xargs -0 cat"
     floor = run_timed(f"sqlite3 -readonly {store} '{group_by}' && {cat_all}", env, repeat,
                       shell=True)
-    parse_floor, parsed = timed_call(lambda: parse_every_file([paths["logs"], paths["agentuse"]]),
+    parse_floor, parsed = timed_sync(lambda: parse_every_file([paths["logs"], paths["agentuse"]]),
                                      repeat)
     one_dir = str(info.agentuse_dir)
     select_one = (f"SELECT item_json FROM session_items WHERE user_id = '{user}' AND "

@@ -20,3 +20,13 @@ async def timed(call: Any, repeat: int) -> tuple[float, Any]:
         result = await call()
         times.append(time.perf_counter() - start)
     return median(times), result
+
+
+def timed_sync(call: Any, repeat: int) -> tuple[float, Any]:
+    """Median seconds of ``repeat`` calls of ``call()``, and the last result."""
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - start)
+    return median(times), result

@@ -18,6 +18,7 @@ Every wait has a generous timeout that only a stuck test reaches.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import select
@@ -28,9 +29,11 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
@@ -59,6 +62,19 @@ def isolated_environ(base: Path, **extra: str) -> dict[str, str]:
                "OPENAI_AGENTS_DISABLE_TRACING": "1", **extra}
     environ.pop("OPENAI_API_KEY", None)
     return environ
+
+
+@contextlib.contextmanager
+def isolated(base: Path, **extra: str) -> Iterator[dict[str, str]]:
+    """This process's environment isolated under ``base`` (:func:`isolated_environ`, no API
+    key) while the block runs: for a module's fixture, which runs before conftest's
+    per-test isolation. Yields that environment; restores the old one after."""
+    environ = isolated_environ(base, **extra)
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in environ.items():
+            patch.setenv(key, value)
+        patch.delenv("OPENAI_API_KEY", raising=False)
+        yield environ
 
 
 def cli_environ(**extra: str) -> dict[str, str]:

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from agents import Agent
 from conftest import AGENTUSE_FIXTURE, SKILLET_FIXTURE
-from harness import isolated_environ
+from harness import isolated
 from scripted import call, fail, final, model, reasoning, run_agent, square, tools_step, usage
 
 from sessiontape import Recorder
@@ -128,9 +128,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     base = tmp_path_factory.mktemp("catalog")
-    with pytest.MonkeyPatch.context() as patch:  # a module's fixture: before conftest's
-        for key, value in isolated_environ(base).items():
-            patch.setenv(key, value)
+    with isolated(base):
         recs = record((ANN, "trip", lambda r: plan_trip(r, "zanzibar")),
                       (ANN, "logonly", lambda r: plan_trip(r, "quokka")),
                       (BOB, "squares", lambda r: squares(r, "square 2 and 3", "squared")))

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from agents import Agent
-from harness import EXECUTABLE, isolated_environ, run_many
+from harness import EXECUTABLE, isolated, run_many
 from scripted import call, fail, final, model, reasoning, run_agent, square, tools_step, usage
 
 from sessiontape import Recorder
@@ -210,11 +210,7 @@ COMMANDS = {
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     base = tmp_path_factory.mktemp("ledger")
-    env = isolated_environ(base, NO_COLOR="1")
-    with pytest.MonkeyPatch.context() as patch:  # a module's fixture: before conftest's
-        for key, value in env.items():
-            patch.setenv(key, value)
-        patch.delenv("OPENAI_API_KEY", raising=False)
+    with isolated(base, NO_COLOR="1") as env:
         recs = record_all()
         shutil.rmtree(recs[(ANN, "logonly")].session_dir)   # its log alone is left
         shutil.rmtree(recs[(BOB, "plain")].session_dir)

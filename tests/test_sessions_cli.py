@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 from agents import Agent, function_tool
-from harness import EXECUTABLE, isolated_environ, next_millisecond, on_terminal, run_many
+from harness import (
+    EXECUTABLE,
+    isolated,
+    isolated_environ,
+    next_millisecond,
+    on_terminal,
+    run_many,
+)
 from scripted import call, final, model, run_agent, tools_step, usage
 
 from sessiontape import Recorder
@@ -173,11 +180,7 @@ READ_ONLY = {
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     base = tmp_path_factory.mktemp("sessions")
-    env = isolated_environ(base, NO_COLOR="1")
-    with pytest.MonkeyPatch.context() as patch:  # a module's fixture: before conftest's
-        for key, value in env.items():
-            patch.setenv(key, value)
-        patch.delenv("OPENAI_API_KEY", raising=False)
+    with isolated(base, NO_COLOR="1") as env:
         recorded = record_all()
     # a log that belongs to no stored session (as if its rows were cleared elsewhere)
     stray = recorded.logs[(ANN, "trip")].parent.parent / "carol" / "notes.jsonl"
