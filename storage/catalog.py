@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -609,22 +609,24 @@ class Catalog:
 
     # -- refresh ----------------------------------------------------------------------
 
-    def refresh(self, store_file: Path, logs_root: Path,
-                agentuse_roots: Sequence[Path]) -> RefreshSummary:
+    def refresh(self, store_file: Path, logs_root: Path, agentuse_roots: Sequence[Path],
+                progress: Callable[[int, int], None] | None = None) -> RefreshSummary:
         """Bring the catalog in line with the layouts; re-read only the conversations
-        whose sources changed (a corrupt catalog is rebuilt from scratch)."""
+        whose sources changed (a corrupt catalog is rebuilt from scratch). ``progress``
+        is called with (conversations re-read, conversations to re-read) after each."""
         where = _Locations(Path(store_file), Path(logs_root),
                            tuple(Path(r) for r in agentuse_roots))
         try:
-            return self._refresh(where)
+            return self._refresh(where, progress)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError):
                 raise self._unavailable(exc) from None
             self.close()
             self._remove()
-            return self._refresh(where)
+            return self._refresh(where, progress)
 
-    def _refresh(self, where: _Locations) -> RefreshSummary:
+    def _refresh(self, where: _Locations,
+                 progress: Callable[[int, int], None] | None) -> RefreshSummary:
         conn = self._connection()
         summary = RefreshSummary(rebuilt=self._rebuilt)
         started = time.time_ns()
@@ -633,7 +635,7 @@ class Catalog:
         except sqlite3.OperationalError as exc:
             raise self._unavailable(exc) from None
         try:
-            self._reconcile(conn, where, started, summary)
+            self._reconcile(conn, where, started, summary, progress)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -650,7 +652,8 @@ class Catalog:
         return by_conversation
 
     def _reconcile(self, conn: sqlite3.Connection, where: _Locations, started: int,
-                   summary: RefreshSummary) -> None:
+                   summary: RefreshSummary,
+                   progress: Callable[[int, int], None] | None) -> None:
         sources = self._sources(conn)
         roots = sources.pop(0, [])
         same_place = conn.execute("SELECT value FROM meta WHERE key = 'locations'"
@@ -663,10 +666,12 @@ class Catalog:
             found = [_Found(*row[1:]) for row in stored.values()]
         else:
             found = self._found_again(conn, where, stored, started, summary)
-        for item in found:
-            known = stored.get(item.key)
-            if known is None or _changed(sources.get(known[0], [])):
-                self._index(conn, item, started, summary)
+        changed = [item for item in found
+                   if item.key not in stored or _changed(sources.get(stored[item.key][0], []))]
+        for done, item in enumerate(changed, start=1):
+            self._index(conn, item, started, summary)
+            if progress is not None:
+                progress(done, len(changed))
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('locations', ?)", (where.describe(),))
 
     def _found_again(self, conn: sqlite3.Connection, where: _Locations,

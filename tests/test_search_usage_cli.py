@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 from agents import Agent, function_tool
-from harness import run_cli
+from harness import EXECUTABLE, Terminal, run_cli
 from scripted import call, final, model, read_session, tools_step, usage
 
 from sessiontape import Price, Recorder
+from sessiontape.storage import log_entries
 from sessiontape.storage.agentuse_reader import LoadedSession
+from sessiontape.storage.paths import SkilletPaths
 
 PRICES = {"model-main": Price(2.0, 0.5, 8.0), "model-sub": Price(1.0, 0.25, 4.0)}
 
@@ -130,3 +132,30 @@ def test_usage_since_and_until_bound_the_calls(recorded: list[Recorder]) -> None
     assert json.loads(run_cli("usage", "model", "--until", "1d", "--json").stdout) == []
     bad = run_cli("usage", "model", "--since", "yesterday-ish")
     assert bad.returncode == 2 and "usage:" in bad.stderr
+
+
+def test_a_first_build_shows_its_progress_on_a_terminal_only() -> None:
+    """60 conversations (logs written as skilled_crew would): the first search on a terminal
+    draws ``indexing N/60`` and ends at 60/60; through a pipe, or with nothing to re-read,
+    stderr says nothing."""
+    root = SkilletPaths.resolve().logs_root / "carol"
+    root.mkdir(parents=True)
+    for number in range(60):
+        stamp = log_entries.iso_ms()
+        lines = [log_entries.user_message(f"question {number}", stamp),
+                 log_entries.final_result(f"answer {number} about kites", timestamp=stamp)]
+        (root / f"chat{number}.jsonl").write_bytes(
+            b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    terminal = Terminal([EXECUTABLE, "search", "kites", "--json"])
+    try:
+        terminal.expect("indexing 60/60 conversations")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    again = run_cli("search", "kites", "--json")
+    assert again.returncode == 0 and again.stderr == ""
+    assert len(json.loads(again.stdout)) == 50  # the default --limit
+    (root / "chat0.jsonl").unlink()
+    piped = run_cli("search", "kites", "--limit", "100", "--json")
+    assert piped.returncode == 0 and piped.stderr == ""
+    assert len(json.loads(piped.stdout)) == 59

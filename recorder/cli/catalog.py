@@ -7,6 +7,8 @@ conversation in the three layouts) up to date first, re-reading only what change
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -48,13 +50,35 @@ def _when(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+class _Progress:
+    """``indexing N/M conversations`` on one line of a terminal's stderr, redrawn at most
+    every 0.1 s, while the catalog re-reads many conversations (a first build)."""
+
+    SHOWN_FROM = 50  # fewer conversations to re-read: no progress line
+
+    def __init__(self) -> None:
+        self.drawn = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.SHOWN_FROM:
+            return
+        now = time.monotonic()
+        if done == total or now - self.drawn >= 0.1:
+            self.drawn = now
+            end = "\n" if done == total else ""
+            print(f"\rsessiontape: indexing {done}/{total} conversations", end=end,
+                  file=sys.stderr, flush=True)
+
+
 def _refreshed(args: argparse.Namespace) -> Catalog:
-    """The catalog, brought up to date with the layouts of ``--project``'s environment."""
+    """The catalog, brought up to date with the layouts of ``--project``'s environment
+    (with a progress line when stderr is a terminal)."""
     where = Locations.resolve(project_root=args.project)
     roots = [where.agentuse_root] if where.agentuse_root is not None else []
     catalog = Catalog()
     try:
-        catalog.refresh(where.store_file, where.logs_root, roots)
+        catalog.refresh(where.store_file, where.logs_root, roots,
+                        progress=_Progress() if sys.stderr.isatty() else None)
     except BaseException:
         catalog.close()
         raise
