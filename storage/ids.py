@@ -11,8 +11,10 @@ import os
 import secrets
 import threading
 import time
+from typing import TYPE_CHECKING
 
-from ulid import ULID
+if TYPE_CHECKING:
+    from ulid import ULID
 
 __all__ = ["is_ulid", "new_ulid", "ulid_ms"]
 
@@ -43,6 +45,8 @@ class _MonotonicULIDs:
                     self._last_ms += 1
                     self._last_random = secrets.randbits(_RANDOM_BITS - 1)
             raw = self._last_ms.to_bytes(6, "big") + self._last_random.to_bytes(10, "big")
+        from ulid import ULID  # imported on first use: 20 ms a reader should not pay
+
         return str(ULID.from_bytes(raw))
 
 
@@ -62,5 +66,7 @@ def is_ulid(text: str) -> bool:
 
 def ulid_ms(text: str) -> int:
     """The Unix-ms timestamp encoded in a ULID."""
+    from ulid import ULID
+
     ulid: ULID = ULID.from_str(text)  # annotated: python-ulid types it `Self`, unknown before 3.11
     return ulid.milliseconds
