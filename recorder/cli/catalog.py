@@ -10,7 +10,6 @@ import argparse
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from sessiontape.storage.catalog import (
@@ -35,6 +34,7 @@ from .console import (
     eprint,
     print_json,
     printable,
+    project_option,
     use_color,
 )
 
@@ -196,8 +196,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     search.add_argument("--since", type=_when, default=None, metavar="WHEN",
                         help="only texts since WHEN (10m, 2h, 1d, or an ISO time)")
     search.add_argument("--limit", type=int, default=50, help="at most this many hits (50)")
-    search.add_argument("--project", type=Path, default=None,
-                        help="project whose AgentUse sessions to include (default: cwd)")
+    project_option(search)
     search.add_argument("--json", action="store_true",
                         help="an array of hits: session, user, turn (1-based), kind, snippet")
     search.set_defaults(handler=cmd_search)
@@ -212,8 +211,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        help="calls since WHEN (10m, 2h, 1d, or an ISO time)")
     usage.add_argument("--until", type=_when, default=None, metavar="WHEN",
                        help="calls before WHEN")
-    usage.add_argument("--project", type=Path, default=None,
-                       help="project whose AgentUse sessions to include (default: cwd)")
+    project_option(usage)
     usage.add_argument("--json", action="store_true",
                        help="an array of rows: the group's key, calls, input_tokens, "
                             "output_tokens, cached_tokens, reasoning_tokens, cost")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
@@ -12,7 +14,7 @@ import orjson
 from sessiontape.storage.json_style import dumps_compact, dumps_pretty
 
 __all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "Style", "eprint",
-           "print_json", "printable", "use_color"]
+           "print_json", "printable", "project_option", "use_color"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -70,3 +72,11 @@ def print_json(value: Any, *, indent: bool = True, stream: TextIO | None = None)
 def eprint(*parts: Any) -> None:
     """A diagnostic on stderr."""
     print(*parts, file=sys.stderr, flush=True)
+
+
+def project_option(parser: argparse.ArgumentParser) -> None:
+    """``--project DIR``: the project whose AgentUse tree a verb reads (every verb says it
+    the same way)."""
+    parser.add_argument("--project", type=Path, default=None, metavar="DIR",
+                        help="the project whose AgentUse tree is read (default: the current "
+                             "directory; its git top level, as AgentUse hashes it)")

@@ -22,7 +22,15 @@ from sessiontape.storage.sessions import (
 )
 
 from . import VERBS
-from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, eprint, print_json, printable
+from .console import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    eprint,
+    print_json,
+    printable,
+    project_option,
+)
 
 PROG = "sessiontape export"
 
@@ -125,9 +133,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                              "conversation `sessions list` lists)")
     export.add_argument("--user", default=None, metavar="U",
                         help="only conversations of this user id")
-    export.add_argument("--project", type=Path, default=None, metavar="DIR",
-                        help="the project whose AgentUse tree is read (default: the current "
-                             "directory)")
+    project_option(export)
     export.add_argument("--force", action="store_true", help="replace FILE if it exists")
     export.add_argument("--json", action="store_true",
                         help="print the counts and the path as one JSON object")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from sessiontape.storage.paths import resolved_paths
 
 from . import VERBS
-from .console import EXIT_OK, print_json
+from .console import EXIT_OK, print_json, project_option
 
 
 def cmd_paths(args: argparse.Namespace) -> int:
@@ -29,7 +28,6 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "paths", help=VERBS["paths"].help,
         description="Print the AgentUse session root of a project and the skillet "
                     "state, cache and config directories, as the environment resolves them.")
-    paths.add_argument("--project", type=Path, default=None,
-                       help="project root whose AgentUse root to show (default: cwd)")
+    project_option(paths)
     paths.add_argument("--json", action="store_true", help="print one JSON object")
     paths.set_defaults(handler=cmd_paths)

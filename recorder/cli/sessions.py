@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from sessiontape.storage.fork import ForkError, ForkResult, TurnRangeError, fork_session
@@ -37,6 +36,7 @@ from .console import (
     eprint,
     print_json,
     printable,
+    project_option,
     use_color,
 )
 
@@ -408,10 +408,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                             help="only sessions of this user id (default: any user; the "
                                  "AgentUse-only sessions, which have no user, only without "
                                  "--user)")
-        parser.add_argument("--project", type=Path, default=None, metavar="DIR",
-                            help="the project whose AgentUse tree is read (default: the "
-                                 "current directory; its git top level, as AgentUse "
-                                 "hashes it)")
+        project_option(parser)
 
     listing = sub.add_parser(
         "list", help="every recorded session, newest first",
