@@ -19,6 +19,7 @@ Every wait has a generous timeout that only a stuck test reaches.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pty
 import select
@@ -94,6 +95,22 @@ def run(argv: Sequence[str | Path], *, env: Mapping[str, str] | None = None,
 def run_cli(*args: str | Path, **options: Any) -> subprocess.CompletedProcess[str]:
     """``sessiontape ARGS...`` to its end (see :func:`run`)."""
     return run([EXECUTABLE, *args], **options)
+
+
+class CliResults:
+    """Finished command lines by key, as a module's fixture ran them (``results``)."""
+
+    results: dict[str, subprocess.CompletedProcess[str]]
+
+    def ok(self, key: str) -> subprocess.CompletedProcess[str]:
+        """The run ``key``, asserted to have exited 0."""
+        done = self.results[key]
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def json(self, key: str) -> Any:
+        """The JSON the run ``key`` printed (asserted to have exited 0)."""
+        return json.loads(self.ok(key).stdout)
 
 
 def run_many(commands: Mapping[str, Sequence[str | Path]], env: Mapping[str, str] | None = None,

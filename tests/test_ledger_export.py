@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from agents import Agent
-from harness import EXECUTABLE, isolated, run_many
+from harness import EXECUTABLE, CliResults, isolated, run_many
 from scripted import call, fail, final, model, reasoning, run_agent, square, tools_step, usage
 
 from sessiontape import Recorder
@@ -122,7 +122,7 @@ async def two_squares(rec: Recorder) -> None:
 
 
 @dataclass
-class World:
+class World(CliResults):
     """What was recorded (with what was then removed), and every command run on it."""
 
     base: Path
@@ -133,13 +133,6 @@ class World:
     solo_dir: Path
     results: dict[str, subprocess.CompletedProcess[str]]
 
-    def ok(self, key: str) -> subprocess.CompletedProcess[str]:
-        done = self.results[key]
-        assert done.returncode == 0, done.stderr
-        return done
-
-    def json(self, key: str) -> Any:
-        return json.loads(self.ok(key).stdout)
 
     def out(self, name: str) -> Path:
         return self.base / "out" / name

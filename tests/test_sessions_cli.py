@@ -16,12 +16,12 @@ import subprocess
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agents import Agent, function_tool
 from harness import (
     EXECUTABLE,
+    CliResults,
     isolated,
     isolated_environ,
     next_millisecond,
@@ -137,7 +137,7 @@ def _read_terminal(args: list[str], env: dict[str, str]) -> str:
 
 
 @dataclass
-class World:
+class World(CliResults):
     """One recording, every read-only command run on it, and the files before and after."""
 
     env: dict[str, str]
@@ -149,13 +149,6 @@ class World:
     tty_list_no_color: str
     cwd: Path
 
-    def ok(self, key: str) -> subprocess.CompletedProcess[str]:
-        done = self.results[key]
-        assert done.returncode == 0, done.stderr
-        return done
-
-    def json(self, key: str) -> Any:
-        return json.loads(self.ok(key).stdout)
 
 
 READ_ONLY = {
