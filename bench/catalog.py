@@ -36,15 +36,13 @@ import argparse
 import asyncio
 import os
 import shutil
-import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
-from sessions_listing import EXECUTABLE, environment, generate, layout, session_for
+from sessions_listing import EXECUTABLE, environment, generate_and_say, layout, session_for
 from timing import median, timed_sync
 
 SEARCHES = {"phrase": '"trip to Kyoto"', "prefix": "muse*", "NOT": "Kyoto NOT museums"}
@@ -217,10 +215,7 @@ def main() -> None:
     cwd = Path.cwd()
     try:
         home = base / "home"
-        made = generate(home, args.sessions)
-        print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, SQLite "
-              f"{sqlite3.sqlite_version}; generated {args.sessions:,} sessions "
-              f"({made['items']:,} items, {made['files']:,} files) in {made['seconds']:.1f} s")
+        generate_and_say(home, args.sessions)
         rows, figures = measure(home, args.sessions)
         print_table([("catalog", "time"), *rows])
         print()

@@ -262,6 +262,15 @@ def generate(home: Path, sessions: int) -> dict[str, Any]:
 # -- measuring ------------------------------------------------------------------------
 
 
+def generate_and_say(home: Path, sessions: int) -> dict[str, Any]:
+    """:func:`generate`, then a line saying on what and how much."""
+    made = generate(home, sessions)
+    print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, SQLite "
+          f"{sqlite3.sqlite_version}; generated {sessions:,} sessions "
+          f"({made['items']:,} items, {made['files']:,} files) in {made['seconds']:.1f} s")
+    return made
+
+
 def run_timed(argv: list[str], env: dict[str, str], repeat: int, shell: bool = False) -> float:
     """Median wall seconds of ``repeat`` runs, stdout to /dev/null; fails on a non-zero exit."""
     times = []
@@ -405,10 +414,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="bench-sessions-", dir=args.dir))
     try:
         home = base / "home"
-        made = generate(home, args.sessions)
-        print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, SQLite "
-              f"{sqlite3.sqlite_version}; generated {args.sessions:,} sessions "
-              f"({made['items']:,} items, {made['files']:,} files) in {made['seconds']:.1f} s")
+        generate_and_say(home, args.sessions)
         rows = [("sessions", "sessiontape", "baseline", "ratio")]
         rows += measure(home, args.sessions, args.repeat)
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
