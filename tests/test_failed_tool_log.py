@@ -32,6 +32,7 @@ from scripted import (
 )
 
 from sessiontape import Recorder
+from sessiontape.cli.transcript import render_turns
 from sessiontape.storage.agentuse_reader import load_session
 from sessiontape.storage.agentuse_sink import AgentUseSink
 from sessiontape.storage.events import (
@@ -46,7 +47,6 @@ from sessiontape.storage.events import (
 from sessiontape.storage.log_entries import STEP_TYPES
 from sessiontape.storage.replay_log import ReplayLog
 from sessiontape.storage.skillet_sink import SkilletLogSink
-from sessiontape.transcript import render_turns
 
 WAYS = pytest.mark.parametrize("way", ["rec.run", "rec.run_streamed", "Runner.run_streamed"])
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from harness import EXECUTABLE, Terminal, cli_environ, isolated_environ, run, wait_for
 
-from sessiontape.agent_loader import AgentLoadError, load_agent
+from sessiontape.cli.agent_loader import AgentLoadError, load_agent
 from sessiontape.storage.item_store import ItemStore
 from sessiontape.storage.log_reader import SessionLogReader, Turn
 from sessiontape.storage.names import DEFAULT_USER_ID
@@ -324,7 +324,7 @@ def test_chat_answers_prompts_helps_compacts_and_exits(terminals: Any) -> None:
 
 
 def test_chat_replays_an_existing_session_first(terminals: Any) -> None:
-    from sessiontape.demo import run_demo
+    from sessiontape.cli.demo_world import run_demo
 
     async def demo_turn() -> None:
         done = await run_demo(user_id=DEFAULT_USER_ID, session_name="again")

@@ -21,8 +21,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from sessiontape.storage.log_reader import SessionLogReader
 
-    from ..demo import DEMO_SESSION, demo_paths, run_demo
-    from ..transcript import render_turns
+    from .demo_world import DEMO_SESSION, demo_paths, run_demo
+    from .transcript import render_turns
 
     args.session_name = args.session_name or DEMO_SESSION
 

@@ -53,8 +53,8 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
         eprint(f"sessiontape {verb}: --model {args.model} needs OPENAI_API_KEY "
                "(leave --model out to run the agent as it is)")
         return EXIT_USAGE
-    from ..agent_loader import AgentLoadError, load_agent
-    from ..conversation import AgentSource, Conversation
+    from .agent_loader import AgentLoadError, load_agent
+    from .conversation import AgentSource, Conversation
 
     agent = None
     if args.agent is not None:
@@ -153,7 +153,7 @@ class _History:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     """A prompt loop over one recorded conversation."""
-    from ..conversation import RunInterrupted, describe_compaction, run_interruptible
+    from .conversation import RunInterrupted, describe_compaction, run_interruptible
 
     color = use_color()
     style = Style(color)

@@ -26,7 +26,6 @@ from sessiontape.storage.sessions import (
     tool_output_text,
 )
 
-from ..transcript import input_text, render_turns
 from . import VERBS
 from .console import (
     EXIT_FAILURE,
@@ -39,6 +38,7 @@ from .console import (
     project_option,
     use_color,
 )
+from .transcript import input_text, render_turns
 
 PROG = "sessiontape sessions"
 

@@ -15,7 +15,7 @@ from sessiontape.storage.log_entries import step_failed, step_of
 from sessiontape.storage.log_follow import LogSource
 from sessiontape.storage.log_reader import LogEntry, Turn
 
-from .cli.console import Style, printable
+from .console import Style, printable
 
 __all__ = ["EntryFormatter", "describe_step", "input_text", "render_turns"]
 

@@ -25,10 +25,10 @@ from sessiontape.storage.compaction import CompactionInfo
 from sessiontape.storage.json_style import value_text
 from sessiontape.storage.log_reader import SessionLogReader, Turn
 
-from .cli.console import Style
-from .describe import output_text_delta
-from .pricing import Price
-from .recorder import Recorder
+from ..describe import output_text_delta
+from ..pricing import Price
+from ..recorder import Recorder
+from .console import Style
 from .transcript import render_turns
 
 __all__ = ["AgentSource", "Conversation", "Outcome", "Output", "RunInterrupted",
@@ -89,7 +89,7 @@ class AgentSource:
     @property
     def prices(self) -> Mapping[str, Price] | None:
         if self.agent is None:
-            from .demo import DEMO_PRICES
+            from .demo_world import DEMO_PRICES
             return DEMO_PRICES
         return None
 
@@ -104,7 +104,7 @@ class AgentSource:
         """The agent for turn ``turn`` (1-based in the conversation)."""
         if self.agent is not None:
             return self.agent
-        from .demo import demo_agent
+        from .demo_world import demo_agent
         return demo_agent(turn, prompt, self.model)
 
 

@@ -1,4 +1,5 @@
-"""``sessiontape demo``: a bundled agent, recorded; offline unless a real model is asked for.
+"""The world of ``sessiontape demo`` (and of ``run``/``chat`` without ``--agent``): a bundled
+agent, recorded; offline unless a real model is asked for.
 
 Offline, scripted models stand in for the LLM (no key, no network): the
 trip planner reasons, calls two tools in parallel (one of which fails) and a
@@ -24,9 +25,9 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 
 from sessiontape.storage.log_reader import SessionLogReader
 
-from .describe import output_text_delta
-from .pricing import DEFAULT_PRICES
-from .recorder import Recorder
+from ..describe import output_text_delta
+from ..pricing import DEFAULT_PRICES
+from ..recorder import Recorder
 
 __all__ = ["DEMO_PRICES", "DEMO_SESSION", "DemoResult", "build_agent", "demo_agent", "run_demo"]
 
