@@ -39,6 +39,7 @@ from pathlib import Path
 import orjson
 
 from sessiontape.storage import log_entries as e
+from sessiontape.storage.times import iso_ms
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 SEQ = re.compile(rb"bench seq (\d+)")
@@ -49,7 +50,7 @@ def jsonl(obj: dict) -> bytes:
 
 
 def realistic_turn(rng: random.Random, turn: int) -> bytes:
-    stamp = e.iso_ms()
+    stamp = iso_ms()
     city = rng.choice(["Paris", "Lisbon", "Kyoto", "Lima", "Oslo", "Accra"])
     out = [jsonl(e.user_message(f"Plan day {turn} of my trip to {city}, with museums and "
                                 f"a budget of {rng.randint(50, 500)} EUR.", stamp)),

@@ -63,6 +63,7 @@ from sessiontape.storage.item_store import SCHEMA as ITEM_SCHEMA
 from sessiontape.storage.json_style import dumps_compact, dumps_pretty
 from sessiontape.storage.links import SCHEMA as LINKS_SCHEMA
 from sessiontape.storage.names import sanitize_agent_name, sanitize_log_name
+from sessiontape.storage.times import ms_to_iso
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
 USERS = 40
@@ -107,7 +108,7 @@ def _ulid(ms: int, rng: random.Random) -> str:
 
 
 def _iso(ms: int) -> str:
-    return e.iso_ms(datetime.fromtimestamp(ms / 1000, tz=timezone.utc))
+    return ms_to_iso(ms) or ""
 
 
 def _tokens(inp: int, out: int, cached: int = 0) -> dict[str, Any]:

@@ -7,7 +7,6 @@ is reported to the recorder (and re-raised only in strict mode).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from sessiontape.storage.events import (
     ToolStarted,
 )
 from sessiontape.storage.ids import new_ulid
+from sessiontape.storage.times import now_ms
 
 from .describe import (
     agent_info,
@@ -44,11 +44,7 @@ from .writer import WRITER
 if TYPE_CHECKING:
     from .scope import RunScope
 
-__all__ = ["ModelResponded", "RecorderHooks", "model_call_finished", "now_ms"]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+__all__ = ["ModelResponded", "RecorderHooks", "model_call_finished"]
 
 
 @dataclass(frozen=True)

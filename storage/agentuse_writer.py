@@ -10,7 +10,6 @@ one writer (the recorder's writer thread) owns them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from .files import atomic_write, make_private_dir
 from .ids import new_ulid
 from .json_style import dumps_pretty
 from .names import not_a_link, safe_join, sanitize_agent_name
+from .times import now_ms
 from .version import __version__
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "DocumentWrites",
     "Tokens",
     "drop_none",
-    "now_ms",
 ]
 
 WRITER_VERSION = f"sessiontape/{__version__}"
@@ -41,11 +40,6 @@ WRITER_VERSION = f"sessiontape/{__version__}"
 FORMAT = "sessiontape-agentuse/1"
 SUBAGENT_DIR = "subagent"
 MAX_DETAIL = 4000  # characters of an error's ``detail`` kept (AgentUse's cap)
-
-
-def now_ms() -> int:
-    """The current Unix time in milliseconds."""
-    return time.time_ns() // 1_000_000
 
 
 def drop_none(**fields: Any) -> dict[str, Any]:

@@ -28,17 +28,18 @@ from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from contextlib import closing, suppress
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from .agentuse_reader import CorruptFileError, LoadedMessage, LoadedSession, load_session
+from .db import META_SCHEMA
 from .file_writes import FILE_MODE
 from .items import content_text
 from .json_style import dumps_compact, loads
 from .liveness import reported_status
 from .log_entries import step_failed, step_of
 from .log_reader import LogEntry, SessionLogReader, Turn, group_turns
+from .times import iso_to_ms
 
 __all__ = [
     "LEDGER_FORMAT",
@@ -56,7 +57,7 @@ __all__ = [
 
 LEDGER_FORMAT = "sessiontape-ledger/1"
 
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE agent_sessions (
   id TEXT PRIMARY KEY,
   source TEXT,
@@ -115,7 +116,7 @@ CREATE INDEX idx_agent_sessions_parent ON agent_sessions (parent_session_id);
 CREATE INDEX idx_agent_messages_session ON agent_messages (session_id, sequence);
 CREATE INDEX idx_agent_turns_session ON agent_turns (session_id);
 CREATE INDEX idx_agent_tool_calls_session ON agent_tool_calls (session_id);
-CREATE TABLE sessiontape_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+{META_SCHEMA};
 CREATE TABLE sessiontape_conversations (
   session_id TEXT PRIMARY KEY REFERENCES agent_sessions (id),
   user_id TEXT,
@@ -307,16 +308,6 @@ def _status(status: Any) -> str | None:
 def _project(workspace: str | None) -> str | None:
     """The project's name: the last folder of its root."""
     return (os.path.basename(workspace.rstrip("/")) or workspace) if workspace else None
-
-
-def _log_ms(stamp: Any) -> int | None:
-    """A log timestamp (``2026-11-23T14:37:23.881Z``) in Unix ms; None if it is not one."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
-    except (ValueError, OverflowError, OSError):
-        return None
 
 
 def _json_text(value: Any) -> str:
@@ -570,7 +561,7 @@ class _LogReader:
         self.scope = _Scope(self.main, _Exchange(), self.scope.agent)
         self.main.exchanges.append(self.scope.exchange)
         for entry in entries:
-            at = _log_ms(entry.timestamp)
+            at = iso_to_ms(entry.timestamp)
             if entry.kind == "user_message":
                 self._user_message(entry.data, at)
             elif entry.kind == "model_call":

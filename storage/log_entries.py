@@ -14,8 +14,9 @@ a failed tool call's ``agent_tool_end`` adds ``status: "error"`` and ``error``
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
+
+from .times import iso_ms
 
 __all__ = [
     "FORMAT",
@@ -27,7 +28,6 @@ __all__ = [
     "compaction",
     "final_result",
     "handoff",
-    "iso_ms",
     "model_call",
     "step",
     "step_failed",
@@ -46,13 +46,6 @@ FORMAT = "sessiontape-log/1"
 # What skilled_crew 1.0.11's replay (CliChatHelper.displayTurn) takes in a step.
 STEP_TYPES = frozenset(("agent_start", "agent_end", "agent_tool_start", "agent_tool_end",
                         "handoff", "text"))
-
-
-def iso_ms(moment: datetime | None = None) -> str:
-    """UTC ISO-8601 with milliseconds and ``Z``: ``2026-05-27T20:11:02.482Z``."""
-    moment = (moment or datetime.now(timezone.utc)).astimezone(timezone.utc)
-    # isoformat, not strftime: glibc's %Y does not pad years before 1000 to 4 digits.
-    return moment.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def user_message(user_input: str | list[Any], timestamp: str | None = None,

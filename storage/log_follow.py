@@ -13,8 +13,9 @@ The library behind ``sessiontape log stream``:
   in blocks of 64 KiB; ``on_entries`` gets a block's entries at once (the CLI
   formats and writes each block with one ``write``).
 * :class:`StreamFilter` keeps the files of one user/session and the entries
-  since a moment; :func:`parse_since` reads ``10m``/``2h``/``1d`` or ISO times.
-* How entries look as text is not here: ``sessiontape.transcript.EntryFormatter``.
+  since a moment (:func:`sessiontape.storage.times.parse_since` reads ``10m``/``2h``/
+  ``1d`` or ISO times).
+* How entries look as text is not here: ``sessiontape.cli.transcript.EntryFormatter``.
 
 How changes are found, and what that costs
 -------------------------------------------
@@ -49,13 +50,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .log_entries import iso_ms
 from .log_reader import LogEntry, SessionLogTailer
 from .names import sanitize_log_name
+from .times import iso_ms
 
 __all__ = [
     "HOT_SECONDS",
@@ -63,7 +64,6 @@ __all__ = [
     "LogSource",
     "LogStream",
     "StreamFilter",
-    "parse_since",
 ]
 
 HOT_SECONDS = 10.0
@@ -104,27 +104,7 @@ class LogSource:
         return cls(path, folder.replace(os.sep, "/"), session)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _CANONICAL_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """``10m``/``2h``/``1d`` (``s m h d w``) before ``now``, or an ISO-8601 date or time.
-
-    An ISO time without a zone is local time. ValueError when it is neither.
-    """
-    now = now or datetime.now(timezone.utc)
-    match = _DURATION.match(text)
-    if match:
-        return now - timedelta(seconds=float(match[1]) * _UNIT[match[2].lower()])
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(f"not a duration like 10m, 2h, 1d or an ISO time: {text!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # local time
-    return moment.astimezone(timezone.utc)
 
 
 @dataclass

@@ -14,7 +14,6 @@ its ``agent_tool_end`` step (``result``: the text the model saw) and adds
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 from . import log_entries as entry
@@ -37,12 +36,9 @@ from .events import (
     ToolStarted,
 )
 from .replay_log import ReplayLog
+from .times import ms_to_iso
 
 __all__ = ["SkilletLogSink", "skillet_model"]
-
-
-def _stamp(at: int) -> str:
-    return entry.iso_ms(datetime.fromtimestamp(at / 1000, timezone.utc))
 
 
 def skillet_model(model: str) -> str:
@@ -113,13 +109,13 @@ class SkilletLogSink:
         parent = self._parents.get(event.scope)
         if parent is not None:
             result["parentCallId"] = parent
-        self._add(entry.step(result, _stamp(event.at)))
+        self._add(entry.step(result, ms_to_iso(event.at)))
         return result
 
     def _run_started(self, event: RunStarted) -> None:
         self._roots.add(event.scope)
         if not event.resumed:  # a resumed run goes on in the suspended run's turn
-            self._add(entry.user_message(event.user_input, _stamp(event.at), **self.where))
+            self._add(entry.user_message(event.user_input, ms_to_iso(event.at), **self.where))
 
     def _subagent_started(self, event: SubagentStarted) -> None:
         self._parents[event.child_scope] = event.call_id
@@ -133,7 +129,7 @@ class SkilletLogSink:
             self._forget_failures(event.scope)
             self._add(entry.suspended(
                 [{"callId": call.call_id, "toolName": call.tool_name,
-                  "arguments": call.arguments} for call in event.pending], _stamp(event.at)))
+                  "arguments": call.arguments} for call in event.pending], ms_to_iso(event.at)))
 
     def _agent_started(self, event: AgentStarted) -> None:
         self._step(event, entry.agent_start(event.agent_name))
@@ -173,7 +169,7 @@ class SkilletLogSink:
             "reasoning": list(event.reasoning),
             "parentCallId": self._parents.get(event.scope)}
         self._add(entry.model_call({k: v for k, v in fields.items() if v is not None},
-                                   _stamp(event.at)))
+                                   ms_to_iso(event.at)))
         if event.scope not in self._roots:
             return
         for item_id, text in event.texts:
@@ -215,14 +211,14 @@ class SkilletLogSink:
         self._add(entry.compaction(
             {"compactionId": event.compaction_id, "reason": event.reason,
              "summarizer": event.summarizer, "itemsBefore": event.items_before,
-             "itemsAfter": event.items_after, "archived": event.archived}, _stamp(event.at)))
+             "itemsAfter": event.items_after, "archived": event.archived}, ms_to_iso(event.at)))
 
     def _run_finished(self, event: RunFinished) -> None:
         self._forget_failures(event.scope)
         if event.scope in self._roots:
             self._roots.discard(event.scope)
             self._add(entry.final_result(
-                event.final_text, model=skillet_model(event.model), timestamp=_stamp(event.at)))
+                event.final_text, model=skillet_model(event.model), timestamp=ms_to_iso(event.at)))
 
     def _run_failed(self, event: RunFailed) -> None:
         self._forget_failures(event.scope)
@@ -231,6 +227,6 @@ class SkilletLogSink:
         self._roots.discard(event.scope)
         final = entry.final_result(f"[run failed] {event.error_type}: {event.message}",
                                    model=skillet_model(event.model) if event.model else None,
-                                   timestamp=_stamp(event.at))
+                                   timestamp=ms_to_iso(event.at))
         final["error"] = {"code": event.code, "message": event.message, "type": event.error_type}
         self._add(final)

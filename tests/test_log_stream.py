@@ -17,8 +17,8 @@ import pytest
 from harness import EXECUTABLE, WAIT, Lines, cli_environ, on_terminal, run_cli, wait_for
 
 from sessiontape.storage import log_entries as e
-from sessiontape.storage.log_entries import iso_ms
 from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.times import iso_ms
 
 # -- helpers ---------------------------------------------------------------------------
 
@@ -469,7 +469,7 @@ def test_following_prints_the_same_lines(root: Path, follower: Follower) -> None
 
 
 def test_steps_skipped_unread_are_those_describe_step_leaves_out() -> None:
-    from sessiontape.transcript import _UNDESCRIBED_STEPS, describe_step
+    from sessiontape.cli.transcript import _UNDESCRIBED_STEPS, describe_step
 
     for kind in _UNDESCRIBED_STEPS:
         step = {"type": kind, "agentName": "a", "text": "t", "toolName": "t", "result": "r"}
@@ -709,8 +709,8 @@ def test_a_stream_takes_one_of_on_entry_and_on_entries(tmp_path: Path) -> None:
                          ids=["plain", "steps", "json", "steps-colour"])
 def test_formatting_one_entry_or_a_block_gives_the_same_text(tmp_path: Path,
         options: dict[str, bool]) -> None:
+    from sessiontape.cli.transcript import EntryFormatter
     from sessiontape.storage.log_follow import LogSource
-    from sessiontape.transcript import EntryFormatter
 
     corpus(tmp_path)
     path = tmp_path / "ann" / "s1.jsonl"

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from sessiontape.storage import log_entries as le
-from sessiontape.storage import replay_log
+from sessiontape.storage import replay_log, times
 from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.replay_log import ReplayLog, log_path_for
 
@@ -179,12 +179,12 @@ UTC = timezone.utc
     (datetime(999, 3, 4, 5, 6, 7, 8000, tzinfo=UTC), "0999-03-04T05:06:07.008Z"),
 ], ids=["plain", "pad-2", "zero", "truncated", "east-prev-day", "west", "year-pad"])
 def test_iso_ms(moment: datetime, expected: str) -> None:
-    assert le.iso_ms(moment) == expected
+    assert times.iso_ms(moment) == expected
 
 
 def test_iso_ms_now_and_default_timestamps() -> None:
     before = datetime.now(UTC) - timedelta(seconds=1)
-    stamps = [le.iso_ms(), le.user_message("x")["timestamp"],
+    stamps = [times.iso_ms(), le.user_message("x")["timestamp"],
               le.step(le.text("x"))["timestamp"], le.final_result("x")["timestamp"]]
     after = datetime.now(UTC) + timedelta(seconds=1)
     for stamp in stamps:

@@ -18,7 +18,7 @@ from harness import EXECUTABLE, Terminal, run_cli
 from scripted import call, final, model, read_session, tools_step, usage
 
 from sessiontape import Price, Recorder
-from sessiontape.storage import log_entries
+from sessiontape.storage import log_entries, times
 from sessiontape.storage.agentuse_reader import LoadedSession
 from sessiontape.storage.paths import SkilletPaths
 
@@ -141,7 +141,7 @@ def test_a_first_build_shows_its_progress_on_a_terminal_only() -> None:
     root = SkilletPaths.resolve().logs_root / "carol"
     root.mkdir(parents=True)
     for number in range(60):
-        stamp = log_entries.iso_ms()
+        stamp = times.iso_ms()
         lines = [log_entries.user_message(f"question {number}", stamp),
                  log_entries.final_result(f"answer {number} about kites", timestamp=stamp)]
         (root / f"chat{number}.jsonl").write_bytes(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sessiontape.storage.catalog import (
@@ -22,8 +22,8 @@ from sessiontape.storage.catalog import (
     SearchSyntaxError,
     UsageRow,
 )
-from sessiontape.storage.log_follow import parse_since
 from sessiontape.storage.sessions import Locations
+from sessiontape.storage.times import ms_to_iso, parse_since
 
 from . import VERBS
 from .console import (
@@ -85,12 +85,6 @@ def _refreshed(args: argparse.Namespace) -> Catalog:
     return catalog
 
 
-def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds")
-
-
 def _plain(snippet: str) -> str:
     return snippet.replace(SNIPPET_START, "").replace(SNIPPET_END, "")
 
@@ -98,7 +92,7 @@ def _plain(snippet: str) -> str:
 def _hit_json(hit: SearchHit) -> dict[str, Any]:
     return {"session": hit.session, "user": hit.user, "turn": hit.turn, "kind": hit.kind,
             "snippet": _plain(hit.snippet), "agent": hit.agent, "tool": hit.tool,
-            "at": _iso(hit.at_ms)}
+            "at": ms_to_iso(hit.at_ms)}
 
 
 def _hit_line(hit: SearchHit, style: Style) -> str:

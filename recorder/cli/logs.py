@@ -10,12 +10,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sessiontape.storage.log_follow import LogSource, LogStream, StreamFilter, parse_since
+from sessiontape.storage.log_follow import LogSource, LogStream, StreamFilter
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.times import parse_since
 
-from ..transcript import EntryFormatter
 from . import VERBS
 from .console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
+from .transcript import EntryFormatter
 
 
 def _since(text: str) -> datetime:
