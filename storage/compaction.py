@@ -29,7 +29,6 @@ an object) is never part of a compaction: it stays where it is.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
@@ -42,9 +41,9 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionABC
 from agents.memory.session import OpenAIResponsesCompactionArgs
 
-from .db import connect, immediate
+from .db import PAIR, connect, connect_readonly, immediate, tables
 from .ids import new_ulid
-from .item_store import ItemStoreSession, decode_rows, item_json
+from .item_store import ROWS_SQL, ItemStoreSession, decode_rows, item_json
 from .items import call_id_of, to_protocol_items
 from .summarizers import DeterministicSummarizer, Summarizer, is_summary
 from .tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
@@ -86,7 +85,6 @@ CREATE TABLE IF NOT EXISTS {COMPACTIONS_TABLE} (
   tokens_after INTEGER NOT NULL,
   archived INTEGER NOT NULL );
 """
-_PAIR = "user_id = ? AND session_name = ?"
 # Every tool-call item type whose output must follow it in the input (the SDK's own
 # call-to-output map): an output without its call is refused by the Responses API. The
 # JS SDK's names of the outputs are there too, so that either shape is planned alike.
@@ -194,7 +192,7 @@ class CompactionInfo:
 
 
 def _ensure_schema(path: Path) -> None:
-    with closing(sqlite3.connect(path, timeout=30.0, isolation_level=None)) as conn:
+    with closing(connect(path)) as conn:
         conn.executescript(SCHEMA)
 
 
@@ -210,7 +208,7 @@ def _apply(path: Path, info: CompactionInfo, archived_ids: list[int],
     in_ids = "id IN (SELECT value FROM json_each(?))"
     pair = (info.user_id, info.session_name)
     with closing(connect(path)) as conn, immediate(conn):
-        present = conn.execute(f"SELECT COUNT(*) FROM session_items WHERE {in_ids} AND {_PAIR}",
+        present = conn.execute(f"SELECT COUNT(*) FROM session_items WHERE {in_ids} AND {PAIR}",
                                (orjson.dumps(read).decode(), *pair)).fetchone()[0]
         if present != len(read):  # popped or cleared since we read them: nothing written
             return False
@@ -219,7 +217,7 @@ def _apply(path: Path, info: CompactionInfo, archived_ids: list[int],
             f"compaction_id) SELECT id, user_id, session_name, created_at, item_json, ? "
             f"FROM session_items WHERE {in_ids}", (info.id, ids))
         conn.execute(f"DELETE FROM session_items WHERE {in_ids}", (ids,))
-        first = conn.execute(f"SELECT MIN(created_at) FROM session_items WHERE {_PAIR}",
+        first = conn.execute(f"SELECT MIN(created_at) FROM session_items WHERE {PAIR}",
                              pair).fetchone()[0]
         created = first - 1 if first is not None else info.at  # before every kept row
         conn.executemany(
@@ -243,15 +241,14 @@ async def archived_items(store_path: Path, user_id: str,
     original row id.
     """
     def read() -> list[tuple[str, TResponseInputItem]]:
-        if not store_path.exists():
+        conn = connect_readonly(store_path)
+        if conn is None:
             return []
-        uri = f"{store_path.resolve().as_uri()}?mode=ro"
-        with closing(sqlite3.connect(uri, uri=True, timeout=30.0)) as conn:
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?",
-                            (ARCHIVE_TABLE,)).fetchone() is None:
+        with closing(conn):
+            if ARCHIVE_TABLE not in tables(conn):
                 return []
             rows = conn.execute(f"SELECT id, compaction_id, item_json FROM {ARCHIVE_TABLE} "
-                                f"WHERE {_PAIR} ORDER BY created_at, id",
+                                f"WHERE {PAIR} ORDER BY created_at, id",
                                 (user_id, session_name)).fetchall()
         compactions = {row_id: cid for row_id, cid, _ in rows}
         items = decode_rows([(row_id, text) for row_id, _, text in rows],
@@ -302,9 +299,8 @@ class CompactingSession(SessionABC):
     async def _rows(self) -> list[tuple[int, Any]]:
         """The live rows ``(id, Python SDK item)``; a row that is not an item stays where it
         is, out of every plan (it is never sent either)."""
-        rows = await self.inner.store.execute(
-            f"SELECT id, item_json FROM session_items WHERE {_PAIR} ORDER BY created_at, id",
-            (self.inner.user_id, self.inner.session_name))
+        rows = await self.inner.store.execute(ROWS_SQL,
+                                              (self.inner.user_id, self.inner.session_name))
         return decode_rows(rows, self.session_id, self.inner.store.reported)
 
     async def candidates(self) -> int:

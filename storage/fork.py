@@ -47,7 +47,7 @@ from .agentuse_reader import (
     split_session_dir_name,
 )
 from .agentuse_writer import SUBAGENT_DIR, drop_none
-from .db import connect, immediate
+from .db import PAIR, connect, connect_readonly, immediate, tables
 from .files import atomic_write, make_private_dir, prepare_private_file
 from .ids import new_ulid
 from .json_style import dumps_pretty, loads
@@ -55,12 +55,11 @@ from .links import SCHEMA as LINKS_SCHEMA
 from .log_reader import LogEntry, SessionLogReader, group_turns, open_log
 from .names import safe_join, sanitize_log_name
 from .replay_log import find_log_path, log_path_for, owner_record_path
-from .tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE
+from .tables import ARCHIVE_TABLE, LINKS_TABLE, PAIR_TABLES
 
 __all__ = ["ForkError", "ForkResult", "NameTakenError", "TurnRangeError", "fork_session"]
 
 STORE, LOG, AGENTUSE = "store", "log", "agentuse"
-_PAIR = "user_id = ? AND session_name = ?"
 _ID_KEYS = frozenset(("id", "sessionID", "messageID", "parentSessionID"))
 
 
@@ -115,19 +114,8 @@ class _Row(NamedTuple):
     item_json: str
 
 
-def _readonly(store_file: Path) -> sqlite3.Connection | None:
-    """A read-only connection to the store, or None when there is no store file."""
-    if not store_file.exists():
-        return None
-    return sqlite3.connect(f"{store_file.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
-
-
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-
-
 def _pair_rows(conn: sqlite3.Connection, table: str, pair: tuple[str, str]) -> list[_Row]:
-    rows = conn.execute(f"SELECT id, created_at, item_json FROM {table} WHERE {_PAIR} "
+    rows = conn.execute(f"SELECT id, created_at, item_json FROM {table} WHERE {PAIR} "
                         "ORDER BY created_at, id", pair).fetchall()
     return [_Row(*row) for row in rows]
 
@@ -187,14 +175,14 @@ class _History:
 
 def _read_history(store_file: Path, user_id: str, session_name: str) -> _History | None:
     """The pair's history, or None when it has no rows (live or archived)."""
-    conn = _readonly(store_file)
+    conn = connect_readonly(store_file)
     if conn is None:
         return None
     pair = (user_id, session_name)
     with closing(conn):
-        tables = _tables(conn)
-        live = _pair_rows(conn, "session_items", pair) if "session_items" in tables else []
-        archived = _pair_rows(conn, ARCHIVE_TABLE, pair) if ARCHIVE_TABLE in tables else []
+        present = tables(conn)
+        live = _pair_rows(conn, "session_items", pair) if "session_items" in present else []
+        archived = _pair_rows(conn, ARCHIVE_TABLE, pair) if ARCHIVE_TABLE in present else []
     if not live and not archived:
         return None
     put_in = _put_in_by_compaction(live + archived) if archived else set()
@@ -206,7 +194,7 @@ def _read_history(store_file: Path, user_id: str, session_name: str) -> _History
 
 def _store_has(store_file: Path, user_id: str, session_name: str) -> str | None:
     """The first store table holding the pair (rows, archive, compactions or a link)."""
-    conn = _readonly(store_file)
+    conn = connect_readonly(store_file)
     if conn is None:
         return None
     with closing(conn):
@@ -214,9 +202,9 @@ def _store_has(store_file: Path, user_id: str, session_name: str) -> str | None:
 
 
 def _table_with(conn: sqlite3.Connection, pair: tuple[str, str]) -> str | None:
-    tables = _tables(conn)
-    for table in ("session_items", ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE):
-        if table in tables and conn.execute(f"SELECT 1 FROM {table} WHERE {_PAIR} LIMIT 1",
+    present = tables(conn)
+    for table in PAIR_TABLES:
+        if table in present and conn.execute(f"SELECT 1 FROM {table} WHERE {PAIR} LIMIT 1",
                                             pair).fetchone():
             return table
     return None

@@ -42,6 +42,7 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionABC, SessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
+from .db import BUSY_TIMEOUT_S, META_SCHEMA, PAIR, connect, connect_readonly
 from .files import prepare_private_file
 from .items import read_item, to_protocol
 from .json_style import dumps_compact
@@ -54,7 +55,7 @@ __all__ = ["ItemStore", "ItemStoreSession", "StoredSession", "decode_rows", "ite
 
 log = logging.getLogger("sessiontape")
 
-SCHEMA = """
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS session_items (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   user_id TEXT NOT NULL,
@@ -63,20 +64,20 @@ CREATE TABLE IF NOT EXISTS session_items (
   item_json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS idx_session ON session_items (user_id, session_name, created_at);
-CREATE TABLE IF NOT EXISTS sessiontape_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+{META_SCHEMA};
 INSERT OR IGNORE INTO sessiontape_meta (key, value) VALUES ('format', 'sessiontape-store/1');
 """
 # The store's format is in sessiontape_meta (key ``format``): what a reader dispatches on.
 # skilled_crew reads only session_items (docs/formats.md, "Format versions").
 FORMAT = "sessiontape-store/1"
-BUSY_TIMEOUT_S = 30.0
 # Rows per INSERT statement: the three shared values plus one per item must
 # stay under SQLite's 32 766 host parameters.
 MAX_ROWS_PER_STATEMENT = 32_000
 MAX_SNAPSHOTS = 64  # pairs whose converted items a store keeps (see Snapshot)
 ORDER_ASC = "ORDER BY created_at, id"
 ORDER_DESC = "ORDER BY created_at DESC, id DESC"
-WHERE_PAIR = "WHERE user_id = ? AND session_name = ?"
+WHERE_PAIR = f"WHERE {PAIR}"
+ROWS_SQL = f"SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}"  # a pair's rows
 
 
 @lru_cache(maxsize=64)
@@ -261,13 +262,14 @@ class ItemStore:
     def _open_sync(self) -> sqlite3.Connection:
         """Open and prepare the file (runs on the connection's worker thread)."""
         if self.readonly:
-            uri = f"{self.path.resolve().as_uri()}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_S)
-            conn.execute("SELECT 1 FROM session_items LIMIT 1")  # a clear error if it is absent
-            return conn
+            ro = connect_readonly(self.path)
+            if ro is None:
+                raise sqlite3.OperationalError(f"unable to open database file: {self.path} "
+                                               "does not exist")
+            ro.execute("SELECT 1 FROM session_items LIMIT 1")  # a clear error if it is absent
+            return ro
         prepare_private_file(self.path)
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_S,
-                               check_same_thread=False)
+        conn = connect(self.path, check_same_thread=False)
         deadline = time.monotonic() + BUSY_TIMEOUT_S
         while True:  # switching to WAL needs a moment alone with the file
             try:
@@ -395,7 +397,7 @@ class ItemStoreSession(SessionABC):
         """The pair's items (the latest ``limit`` of them) in one statement; all of them are
         remembered as the pair's :class:`Snapshot`."""
         if limit is None:
-            rows_sql = f"SELECT id, item_json FROM session_items {WHERE_PAIR} {ORDER_ASC}"
+            rows_sql = ROWS_SQL
             params: tuple[Any, ...] = pair
         else:
             rows_sql = ("SELECT id, item_json FROM (SELECT id, item_json, created_at "

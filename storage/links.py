@@ -11,6 +11,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from .db import PAIR, connect, connect_readonly, tables
 from .files import prepare_private_file
 from .ids import new_ulid
 from .names import safe_join, sanitize_agent_name
@@ -23,25 +24,23 @@ SCHEMA = f"""CREATE TABLE IF NOT EXISTS {LINKS_TABLE} (
   session_name TEXT NOT NULL,
   agentuse_dir TEXT NOT NULL,
   PRIMARY KEY (user_id, session_name))"""
-_SELECT = f"SELECT agentuse_dir FROM {LINKS_TABLE} WHERE user_id = ? AND session_name = ?"
+_SELECT = f"SELECT agentuse_dir FROM {LINKS_TABLE} WHERE {PAIR}"
 
 
 def _connect(store_file: Path) -> sqlite3.Connection:
     prepare_private_file(store_file)
-    conn = sqlite3.connect(store_file, timeout=30.0, isolation_level=None)
+    conn = connect(store_file)
     conn.execute(SCHEMA)
     return conn
 
 
 def _connect_readonly(store_file: Path) -> sqlite3.Connection | None:
     """A read-only connection, or None when there is no store or no links table yet."""
-    if not store_file.exists():
+    conn = connect_readonly(store_file)
+    if conn is None:
         return None
-    uri = f"{store_file.resolve().as_uri()}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=30.0)
     try:
-        linked = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                              (LINKS_TABLE,)).fetchone() is not None
+        linked = LINKS_TABLE in tables(conn)
     except BaseException:
         conn.close()
         raise

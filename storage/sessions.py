@@ -66,7 +66,7 @@ from .agentuse_reader import (
     load_session,
     split_session_dir_name,
 )
-from .db import connect, immediate
+from .db import connect, connect_readonly, immediate
 from .items import content_text, output_text
 from .json_style import dumps_compact, loads
 from .links import read_links
@@ -404,9 +404,10 @@ def _turns_of_items(rows: Sequence[tuple[int, Any]]) -> list[tuple[Turn, list[An
 def _store_rows(store_file: Path, user_id: str, session_name: str,
                 problems: list[str]) -> list[tuple[int, Any]]:
     """A pair's stored items ``(created_at, item)`` in order; malformed rows reported."""
-    if not store_file.exists():
+    conn = connect_readonly(store_file)
+    if conn is None:
         return []
-    with closing(_ro_connect(store_file)) as conn:
+    with closing(conn):
         if "session_items" not in _tables(conn):
             return []
         rows = conn.execute(f"SELECT id, created_at, item_json FROM session_items WHERE {_PAIR}"
@@ -423,9 +424,12 @@ def _store_rows(store_file: Path, user_id: str, session_name: str,
 def _count_store_turns(store_file: Path, infos: Sequence[SessionInfo]) -> None:
     """Turns of conversations that have neither a log nor a tree: their stored user
     messages (one connection for all of them)."""
-    if not infos or not store_file.exists():
+    if not infos:
         return
-    with closing(_ro_connect(store_file)) as conn:
+    conn = connect_readonly(store_file)
+    if conn is None:
+        return
+    with closing(conn):
         for info in infos:
             texts = conn.execute(f"SELECT item_json FROM session_items WHERE {_PAIR}",
                                  (info.user_id, info.session_name)).fetchall()
@@ -437,10 +441,6 @@ def _count_store_turns(store_file: Path, infos: Sequence[SessionInfo]) -> None:
 
 
 # -- reading the store ------------------------------------------------------------------
-
-
-def _ro_connect(store_file: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{store_file.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -456,9 +456,10 @@ def _count_by_pair(conn: sqlite3.Connection, table: str) -> _PairCounts:
 def _read_store(store_file: Path,
                 user_id: str | None) -> tuple[list[Any], _PairCounts, _PairCounts]:
     """``list_sessions`` rows, archived counts and compaction counts per pair."""
-    if not store_file.exists():
+    conn = connect_readonly(store_file)
+    if conn is None:
         return [], {}, {}
-    with closing(_ro_connect(store_file)) as conn:
+    with closing(conn):
         tables = _tables(conn)
         archived = _count_by_pair(conn, ARCHIVE_TABLE) if ARCHIVE_TABLE in tables else {}
         compactions = (_count_by_pair(conn, COMPACTIONS_TABLE)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 ARCHIVE_TABLE = "session_items_archive"
 COMPACTIONS_TABLE = "sessiontape_compactions"
 LINKS_TABLE = "sessiontape_links"
+# Every table that holds rows of a (user_id, session_name) pair: what a pair owns in the store.
+PAIR_TABLES = ("session_items", ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE)
 
 
 def list_sessions_sql(by_user: bool) -> str:
