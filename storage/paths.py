@@ -16,6 +16,7 @@ from pathlib import Path
 from platformdirs.unix import Unix
 
 __all__ = [
+    "Locations",
     "SkilletPaths",
     "agentuse_data_root",
     "agentuse_sessions_root",
@@ -129,6 +130,27 @@ class SkilletPaths:
     def logs_root(self) -> Path:
         """The JSONL replay logs: ``<state>/.agent_session_logs``."""
         return self.state / LOGS_DIR
+
+
+@dataclass(frozen=True)
+class Locations:
+    """The store file, logs root and AgentUse sessions root to read (default: as the
+    environment resolves them, the AgentUse root of the current directory's project).
+
+    ``agentuse_root`` None: no AgentUse tree is scanned (linked sessions are still read
+    where their links point)."""
+
+    store_file: Path
+    logs_root: Path
+    agentuse_root: Path | None = None
+
+    @classmethod
+    def resolve(cls, store_file: Path | None = None, logs_root: Path | None = None, *,
+                project_root: Path | str | None = None,
+                agentuse_root: Path | None = None) -> Locations:
+        skillet = SkilletPaths.resolve()
+        return cls(store_file or skillet.store_file, logs_root or skillet.logs_root,
+                   agentuse_root or agentuse_sessions_root(project_root))
 
 
 def resolved_paths(project_root: Path | str | None = None) -> dict[str, str]:

@@ -54,7 +54,6 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import closing, suppress
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -66,21 +65,22 @@ from .agentuse_reader import (
     load_session,
     split_session_dir_name,
 )
-from .db import connect, connect_readonly, immediate
+from .db import PAIR, connect, connect_readonly, immediate, tables
 from .items import content_text, output_text
 from .json_style import dumps_compact, loads
 from .links import read_links
 from .liveness import reported_status
 from .log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
-from .paths import SkilletPaths, agentuse_sessions_root
+from .paths import Locations, SkilletPaths, agentuse_sessions_root
 from .replay_log import find_log_path, log_owner, owner_record_path
 from .tables import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
-    LINKS_TABLE,
+    PAIR_TABLES,
     StoredSession,
     list_sessions_sql,
 )
+from .times import iso_to_ms, ms_to_iso
 
 __all__ = [
     "ORIGINS",
@@ -89,7 +89,6 @@ __all__ = [
     "ORIGIN_SKILLED_CREW",
     "AmbiguousSessionError",
     "ClearResult",
-    "Locations",
     "SessionInfo",
     "SessionLookupError",
     "SessionView",
@@ -109,32 +108,7 @@ ORIGIN_AGENTUSE = "agentuse"
 ORIGIN_SKILLED_CREW = "skilled_crew"
 ORIGINS = (ORIGIN_SESSIONTAPE, ORIGIN_AGENTUSE, ORIGIN_SKILLED_CREW)
 
-_PAIR = "user_id = ? AND session_name = ?"
 _PairCounts = dict[tuple[str, str], int]  # rows of a store table per (user_id, session_name)
-
-
-# -- where things are -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Locations:
-    """The store file, logs root and AgentUse sessions root to read (default: as the
-    environment resolves them, the AgentUse root of the current directory's project).
-
-    ``agentuse_root`` None: no AgentUse tree is scanned (linked sessions are still read
-    where their links point)."""
-
-    store_file: Path
-    logs_root: Path
-    agentuse_root: Path | None = None
-
-    @classmethod
-    def resolve(cls, store_file: Path | None = None, logs_root: Path | None = None, *,
-                project_root: Path | str | None = None,
-                agentuse_root: Path | None = None) -> Locations:
-        skillet = SkilletPaths.resolve()
-        return cls(store_file or skillet.store_file, logs_root or skillet.logs_root,
-                   agentuse_root or agentuse_sessions_root(project_root))
 
 
 # -- usage ------------------------------------------------------------------------------
@@ -270,7 +244,7 @@ class SessionInfo:
 
     @property
     def last_activity(self) -> str | None:
-        return _iso(self.last_ms)
+        return ms_to_iso(self.last_ms)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -296,23 +270,6 @@ class SessionInfo:
             "sources": self.sources,
             "problems": self.problems,
         }
-
-
-def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    try:
-        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(
-            timespec="milliseconds").replace("+00:00", "Z")
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def _parse_ms(timestamp: str) -> int | None:
-    try:
-        return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        return None
 
 
 class SessionLookupError(LookupError):
@@ -381,7 +338,7 @@ def _turns_of_items(rows: Sequence[tuple[int, Any]]) -> list[tuple[Turn, list[An
     turns: list[tuple[Turn, list[Any]]] = []
     names: dict[Any, str] = {}
     for created, item in rows:
-        stamp = _iso(_ms(created)) or ""
+        stamp = ms_to_iso(_ms(created)) or ""
         if _is_user_message(item):
             turns.append((Turn(item.get("content"), started=stamp), [item]))
             continue
@@ -408,9 +365,9 @@ def _store_rows(store_file: Path, user_id: str, session_name: str,
     if conn is None:
         return []
     with closing(conn):
-        if "session_items" not in _tables(conn):
+        if "session_items" not in tables(conn):
             return []
-        rows = conn.execute(f"SELECT id, created_at, item_json FROM session_items WHERE {_PAIR}"
+        rows = conn.execute(f"SELECT id, created_at, item_json FROM session_items WHERE {PAIR}"
                             " ORDER BY created_at, id", (user_id, session_name)).fetchall()
     items = []
     for row_id, created, text in rows:
@@ -431,7 +388,7 @@ def _count_store_turns(store_file: Path, infos: Sequence[SessionInfo]) -> None:
         return
     with closing(conn):
         for info in infos:
-            texts = conn.execute(f"SELECT item_json FROM session_items WHERE {_PAIR}",
+            texts = conn.execute(f"SELECT item_json FROM session_items WHERE {PAIR}",
                                  (info.user_id, info.session_name)).fetchall()
             count = 0
             for (text,) in texts:
@@ -441,10 +398,6 @@ def _count_store_turns(store_file: Path, infos: Sequence[SessionInfo]) -> None:
 
 
 # -- reading the store ------------------------------------------------------------------
-
-
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def _count_by_pair(conn: sqlite3.Connection, table: str) -> _PairCounts:
@@ -460,12 +413,12 @@ def _read_store(store_file: Path,
     if conn is None:
         return [], {}, {}
     with closing(conn):
-        tables = _tables(conn)
-        archived = _count_by_pair(conn, ARCHIVE_TABLE) if ARCHIVE_TABLE in tables else {}
+        present = tables(conn)
+        archived = _count_by_pair(conn, ARCHIVE_TABLE) if ARCHIVE_TABLE in present else {}
         compactions = (_count_by_pair(conn, COMPACTIONS_TABLE)
-                       if COMPACTIONS_TABLE in tables else {})
+                       if COMPACTIONS_TABLE in present else {})
         stored = []
-        if "session_items" in tables:  # plain sqlite3: listing needs no Agents SDK
+        if "session_items" in present:  # plain sqlite3: listing needs no Agents SDK
             params = (user_id,) if user_id is not None else ()
             stored = [StoredSession(*row) for row in
                       conn.execute(list_sessions_sql(user_id is not None), params)]
@@ -529,11 +482,11 @@ def _log_span(stamps: list[str]) -> list[int]:
     canonical = [s for s in stamps if len(s) == 24 and s[-1] == "Z"]
     others = [s for s in stamps if len(s) != 24 or s[-1] != "Z"]
     ends = [min(canonical), max(canonical)] if canonical else []
-    parsed = [ms for s in ends for ms in (_parse_ms(s),) if ms is not None]
+    parsed = [ms for s in ends for ms in (iso_to_ms(s),) if ms is not None]
     if len(parsed) < len(ends):  # a malformed one sorted first or last: parse them all
         others = stamps
         parsed = []
-    return parsed + [ms for s in others for ms in (_parse_ms(s),) if ms is not None]
+    return parsed + [ms for s in others for ms in (iso_to_ms(s),) if ms is not None]
 
 
 def _fill_from_agentuse(info: SessionInfo, *, parts: bool = True) -> LoadedSession | None:
@@ -804,7 +757,7 @@ def _match_messages(turns: list[Turn], messages: list[LoadedMessage]) -> list[Lo
     matched: list[LoadedMessage | None] = []
     unused = list(messages)
     for turn in turns:
-        start = _parse_ms(turn.started) if turn.started else None
+        start = iso_to_ms(turn.started) if turn.started else None
         best = None
         if start is not None and unused:
             best = min(unused, key=lambda m: abs(_created_ms(m) - start))
@@ -882,7 +835,7 @@ def _exchange_turn(message: LoadedMessage, agent: str | None) -> Turn:
     return Turn(prompt_text(message), steps,
                 {"text": text or (INCOMPLETE_TURN if completed is None else "")},
                 model if isinstance(model, str) else None, completed is not None,
-                _iso(_ms(times.get("created"))) or "", _iso(completed) or "")
+                ms_to_iso(_ms(times.get("created"))) or "", ms_to_iso(completed) or "")
 
 
 def _tool_names(sub: LoadedSession) -> set[str]:
@@ -1031,10 +984,10 @@ def clear_session(info: SessionInfo, *, locations: Locations | None = None) -> C
     if info.user_id is not None and where.store_file.exists():
         pair = (info.user_id, info.session_name)
         with closing(connect(where.store_file)) as conn, immediate(conn):
-            tables = _tables(conn)
-            for table in ("session_items", ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE):
-                if table in tables:
-                    cursor = conn.execute(f"DELETE FROM {table} WHERE {_PAIR}", pair)
+            present = tables(conn)
+            for table in PAIR_TABLES:
+                if table in present:
+                    cursor = conn.execute(f"DELETE FROM {table} WHERE {PAIR}", pair)
                     result.rows[table] = cursor.rowcount
     if info.log_path is not None:
         owner = owner_record_path(info.log_path)

@@ -12,9 +12,9 @@ from sessiontape.storage.ledger import (
     LedgerSummary,
     export_ledger,
 )
+from sessiontape.storage.paths import Locations
 from sessiontape.storage.sessions import (
     AmbiguousSessionError,
-    Locations,
     SessionInfo,
     SessionLookupError,
     find_session,

@@ -10,9 +10,9 @@ from typing import Any
 from sessiontape.storage.fork import ForkError, ForkResult, TurnRangeError, fork_session
 from sessiontape.storage.items import clip, content_text, item_text
 from sessiontape.storage.json_style import dumps_compact
+from sessiontape.storage.paths import Locations
 from sessiontape.storage.sessions import (
     AmbiguousSessionError,
-    Locations,
     SessionInfo,
     SessionLookupError,
     SubagentView,
