@@ -8,12 +8,22 @@ Ledger model (docs/formats.md, "Catalog"). Each conversation is read as the ledg
 reads it (:func:`sessiontape.storage.ledger.read_conversation`): from its AgentUse tree when
 it has one, else from its replay log.
 
-:meth:`Catalog.refresh` reconciles the catalog with the files: it stats every source (the
-store file, the log directories, the AgentUse roots, each conversation's log and the
-directories, ``session.json`` and ``message.json`` files of its tree) and re-reads only the
-conversations whose sources changed, dropping those whose sources vanished. Writers add or
-replace tree files by renaming into a directory, which changes that directory's mtime, so
-stating the directories sees every new or replaced part without listing them.
+:meth:`Catalog.refresh` reconciles the catalog with the files, re-reading only the
+conversations that changed and dropping those that vanished. What it states:
+
+* the roots: the store file and its WAL, the logs root and each user directory, the AgentUse
+  roots. A change there (a conversation added, deleted or moved, the store written) lists
+  the conversations again, reusing what cannot have changed (log owner records, tree
+  origins);
+* each conversation's head: its log when it has one (every turn appends to it, whoever
+  writes it), else its session directory (a new exchange or a rewritten ``session.json``
+  changes it: writers replace files by renaming);
+* every file and directory of the trees of the live conversations (``running``,
+  ``suspended``), of those with a file changed in the last :data:`HOT_NS`, and of the
+  ``deep_slice`` least recently checked, as a digest of paths, sizes and mtimes. So an edit
+  no head shows (AgentUse continuing a conversation sessiontape logged, a part file edited
+  in place) is seen at once in a recent conversation and within ``conversations /
+  deep_slice`` refreshes in an old one; ``refresh(full=True)`` states every tree now.
 
 Deleting the catalog loses nothing: the next refresh rebuilds it. A corrupt catalog, or one
 of an older schema, is rebuilt; one that cannot be used (a newer schema, locked beyond the
@@ -23,39 +33,24 @@ layouts directly. This module only reads the layouts.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
-from .agentuse_reader import (
-    OUR_VERSION_PREFIX,
-    SESSION_FILE,
-    CorruptFileError,
-    read_json_object,
-    split_session_dir_name,
-)
-from .files import make_private_dir, prepare_private_file
+from .db import connect, tables
 from .json_style import dumps_compact, loads
-from .ledger import (
-    Exchange,
-    LedgerConversation,
-    LedgerSourceError,
-    Message,
-    Session,
-    read_conversation,
-    response_of,
-)
-from .links import read_links
-from .replay_log import find_log_path, log_owner, owner_record_path
-from .tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
+
+if TYPE_CHECKING:
+    from .catalog_index import Found, Rows
 
 __all__ = [
     "KINDS",
@@ -72,13 +67,17 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output")
 GROUPS = ("daily", "monthly", "session", "model", "agent")
-# A source changed less than this before the scan started may change again with the same
+# A file changed less than this before the scan started may change again with the same
 # mtime (coarse file system clocks): it is recorded as unknown, so the next scan re-reads it.
 RACY_NS = 50_000_000
+# A conversation with a file changed this recently has its whole tree stated by each refresh
+# (not only its head): it may be written again where its head does not show it.
+HOT_NS = 600_000_000_000
+DEEP_SLICE = 32  # trees wholly stated per refresh beyond the live and the hot ones
 _UNKNOWN = -2
 _MISSING = -1
 
@@ -96,7 +95,11 @@ CREATE TABLE conversations (
   agentuse_dir TEXT, log_path TEXT,
   origin TEXT NOT NULL,          -- sessiontape, agentuse, skilled_crew
   read_from TEXT NOT NULL,       -- agentuse, log, store
-  problems TEXT NOT NULL);       -- JSON list of what was read around
+  problems TEXT NOT NULL,        -- JSON list of what was read around
+  head_size INTEGER, head_mtime_ns INTEGER,  -- of its head: its log, else its tree
+  tree_stamp TEXT,               -- digest of every file of its tree ('': look again)
+  newest_ns INTEGER NOT NULL,    -- newest mtime of its files, when last looked at
+  checked_ns INTEGER NOT NULL);  -- when its whole tree was last stated
 CREATE TABLE subagent_sessions (
   conversation INTEGER NOT NULL, session_id TEXT, parent_session_id TEXT, call_id TEXT,
   agent TEXT, turn INTEGER);
@@ -115,10 +118,9 @@ CREATE TABLE model_calls (
   input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
   cached_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL,
   cost REAL NOT NULL, at_ms INTEGER);
-CREATE TABLE sources (
-  conversation INTEGER NOT NULL,  -- 0: the layouts' roots, the store
-  path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-  PRIMARY KEY (conversation, path));
+CREATE TABLE roots (              -- the store and its WAL, the log directories, the trees'
+  path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+CREATE INDEX conversations_checked ON conversations (checked_ns);
 CREATE INDEX texts_conversation ON texts (conversation);
 CREATE INDEX turns_conversation ON turns (conversation);
 CREATE INDEX subagents_conversation ON subagent_sessions (conversation);
@@ -129,13 +131,10 @@ CREATE INDEX model_calls_at ON model_calls (at_ms);
 _UPDATE = ", ".join(f"{c} = excluded.{c}" for c in (
     "user", "name", "agent", "status", "model", "first_ms", "last_ms", "store_first_ms",
     "store_last_ms", "turns", "items", "agentuse_dir", "log_path", "origin", "read_from",
-    "problems"))
-_PER_CONVERSATION = ("subagent_sessions", "turns", "texts", "tool_calls", "model_calls",
-                     "sources")
-
-ORIGIN_SESSIONTAPE, ORIGIN_AGENTUSE, ORIGIN_SKILLED_CREW = "sessiontape", "agentuse", \
-    "skilled_crew"
-
+    "problems", "head_size", "head_mtime_ns", "tree_stamp", "newest_ns", "checked_ns"))
+_FOUND_COLUMNS = ("key, user, name, agentuse_dir, log_path, origin, items, store_first_ms, "
+                  "store_last_ms")  # a catalog_index.Found, in order
+_PER_CONVERSATION = ("subagent_sessions", "turns", "texts", "tool_calls", "model_calls")
 
 class CatalogUnavailable(RuntimeError):
     """The catalog cannot be used now (locked, read-only, of a newer sessiontape): read
@@ -235,27 +234,6 @@ def _stat(path: str) -> _Stat:
     return st.st_size, st.st_mtime_ns
 
 
-def _tree_paths(directory: str) -> Iterator[str]:
-    """Every directory of a session tree (not links, not ``.``-names) and its
-    ``session.json`` and ``message.json`` files: what changes when anything in it does."""
-    stack = [directory]
-    yield directory
-    while stack:
-        current = stack.pop()
-        try:
-            entries = list(os.scandir(current))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-                yield entry.path
-            elif entry.name in (SESSION_FILE, "message.json"):
-                yield entry.path
-
-
 def _recorded(paths: Sequence[str], started_ns: int) -> list[tuple[str, int, int]]:
     """``(path, size, mtime_ns)`` of each path, a racy one (changed just before the scan)
     with an unknown size, so that it is looked at again."""
@@ -270,26 +248,41 @@ def _changed(rows: Sequence[tuple[str, int, int]]) -> bool:
     return any(_stat(path) != (size, mtime) for path, size, mtime in rows)
 
 
+def _tree_stamp(directory: str, started_ns: int) -> tuple[str | None, int]:
+    """A digest of the path, size and mtime of a session tree's directory and of every
+    file and directory in it (not ``.``-names, not what links point to), and the newest
+    mtime; the digest is ``""`` when something changed just before the scan (racy: looked
+    at again) and None without the directory."""
+    top = os.stat(directory, follow_symlinks=False) if os.path.lexists(directory) else None
+    if top is None:
+        return None, 0
+    digest = hashlib.blake2b(f"{top.st_mtime_ns}".encode(), digest_size=16)
+    newest, stack = top.st_mtime_ns, [directory]
+    while stack:
+        try:
+            entries = sorted(os.scandir(stack.pop()), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            newest = max(newest, st.st_mtime_ns)
+            digest.update(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode(
+                "utf-8", "surrogateescape"))
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return ("" if newest >= started_ns - RACY_NS else digest.hexdigest()), newest
+
+
 # -- finding the conversations --------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _Found:
-    """A conversation found in the layouts, before any of its files is read."""
-
-    key: str
-    user: str | None
-    name: str
-    agentuse_dir: str | None
-    log_path: str | None
-    origin: str
-    items: int = 0
-    store_first_ms: int | None = None
-    store_last_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class _Locations:
+class Roots:
     store_file: Path
     logs_root: Path
     agentuse_roots: tuple[Path, ...]
@@ -306,186 +299,6 @@ class _Locations:
     def describe(self) -> str:
         return dumps_compact([str(self.store_file), str(self.logs_root),
                               [str(r) for r in self.agentuse_roots]]).decode()
-
-
-def _store_pairs(store_file: Path) -> tuple[dict[tuple[str, str], tuple[int, int, int]],
-                                            set[tuple[str, str]]]:
-    """Items, first and last ``created_at`` of each pair, and the pairs with compaction
-    records (sessiontape's)."""
-    if not store_file.is_file():
-        return {}, set()
-    uri = f"{store_file.resolve().as_uri()}?mode=ro"
-    with closing(sqlite3.connect(uri, uri=True, timeout=30.0)) as conn:
-        tables = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        pairs = {} if "session_items" not in tables else {
-            (user, name): (count, first, last) for user, name, count, first, last in
-            conn.execute("SELECT user_id, session_name, COUNT(*), MIN(created_at), "
-                         "MAX(created_at) FROM session_items GROUP BY user_id, session_name")}
-        compacted = {(user, name) for table in (ARCHIVE_TABLE, COMPACTIONS_TABLE)
-                     if table in tables for user, name in conn.execute(
-                         f"SELECT DISTINCT user_id, session_name FROM {table}")}
-    return pairs, compacted
-
-
-def _logs(logs_root: Path) -> Iterator[tuple[str, str, Path]]:
-    """Every log with the pair it belongs to: its owner record's, else its file's names."""
-    try:
-        users = sorted((e for e in os.scandir(logs_root)
-                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)),
-                       key=lambda e: e.name)
-    except OSError:
-        return
-    for user_dir in users:
-        for path in sorted(Path(user_dir.path).glob("[!.]*.jsonl")):
-            owner = log_owner(path) or {}
-            user, name = owner.get("user_id"), owner.get("session_name")
-            if isinstance(user, str) and isinstance(name, str):
-                yield user, name, path
-            else:
-                yield user_dir.name, path.stem, path
-
-
-def _tree_sessions(root: Path) -> Iterator[tuple[str, Path]]:
-    """``(ULID, directory)`` of each top-level session of ``root`` with a ``session.json``."""
-    try:
-        entries = sorted(os.scandir(root), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        split = split_session_dir_name(entry.name)
-        if split and entry.is_dir(follow_symlinks=False) \
-                and os.path.lexists(os.path.join(entry.path, SESSION_FILE)):
-            yield split[0], Path(entry.path)
-
-
-def _tree_origin(directory: Path) -> str:
-    try:
-        version = read_json_object(directory / SESSION_FILE).get("version", "")
-    except CorruptFileError:
-        return ORIGIN_AGENTUSE
-    return ORIGIN_SESSIONTAPE if str(version).startswith(OUR_VERSION_PREFIX) \
-        else ORIGIN_AGENTUSE
-
-
-def _discover(where: _Locations) -> list[_Found]:
-    """Every conversation of the store, the logs and the AgentUse roots (the rules of
-    ``sessions list``: docs/cli.md)."""
-    pairs, compacted = _store_pairs(where.store_file)
-    links = {(user, name): directory for user, name, directory in read_links(where.store_file)}
-    logs = {pair: find_log_path(*pair, where.logs_root) for pair in {*pairs, *links}}
-    known = {path for path in logs.values() if path is not None}
-    for user, name, path in _logs(where.logs_root):
-        if path not in known and (user, name) not in logs:
-            logs[(user, name)] = path
-    trees = {ulid: d for root in where.agentuse_roots for ulid, d in _tree_sessions(root)}
-    found = []
-    for (user, name), log in logs.items():
-        directory = links.get((user, name))
-        if directory is not None:
-            ulid = (split_session_dir_name(directory.name) or ("",))[0]
-            directory = directory if directory.is_dir() else trees.get(ulid, directory)
-            trees.pop(ulid, None)
-        mine = directory is not None or (user, name) in compacted or \
-            (log is not None and os.path.lexists(owner_record_path(log)))
-        items, first, last = pairs.get((user, name), (0, None, None))
-        found.append(_Found(f"{user}\0{name}", user, name, _str(directory), _str(log),
-                            ORIGIN_SESSIONTAPE if mine else ORIGIN_SKILLED_CREW,
-                            items, first, last))
-    found += [_Found(f"\0{directory}", None, directory.name, str(directory), None,
-                     _tree_origin(directory)) for directory in trees.values()]
-    return found
-
-
-def _str(path: Path | None) -> str | None:
-    return None if path is None else str(path)
-
-
-# -- reading one conversation into rows -----------------------------------------------------
-
-
-@dataclass
-class _Rows:
-    """The rows of one conversation, made from what the ledger's readers read."""
-
-    turns: list[tuple[Any, ...]] = field(default_factory=list)
-    texts: list[tuple[Any, ...]] = field(default_factory=list)
-    tool_calls: list[tuple[Any, ...]] = field(default_factory=list)
-    model_calls: list[tuple[Any, ...]] = field(default_factory=list)
-    subagents: list[tuple[Any, ...]] = field(default_factory=list)
-
-
-def _texts(message: Message, agent: str | None, turn: int,
-           top: bool) -> Iterator[tuple[Any, ...]]:
-    """``(turn, kind, agent, tool, at, content)`` of what a message says; a subagent's
-    prompt is left out (it is its call's arguments)."""
-    agent = message.metadata.get("agent") or agent
-    call = message.call
-    if call is not None:
-        for kind, content in (("tool_args", call.params), ("tool_output", call.result)):
-            if content:
-                yield turn, kind, agent, call.name, message.timestamp, content
-        return
-    kinds: dict[str, str | None] = {"prompt": "user" if top else None, "text": "answer",
-                                    "reasoning": "reasoning"}
-    label = kinds.get(str(message.kind))
-    if label is not None and message.content:
-        yield turn, label, agent, None, message.timestamp, message.content
-
-
-def _exchange_times(exchange: Exchange) -> tuple[int | None, int | None]:
-    times = [m.timestamp for m in exchange.messages if m.timestamp is not None]
-    return min(times, default=None), exchange.completed or max(times, default=None)
-
-
-def _model_calls(exchange: Exchange, agent: str | None, turn: int) -> Iterator[tuple[Any, ...]]:
-    """The exchange's model calls; without any listed (AgentUse's own trees), one for the
-    exchange's totals when it has them."""
-    calls = [(c.agent, c.model, c.tokens, c.cost, c.at) for c in exchange.model_calls]
-    if not calls and exchange.usage is not None:
-        calls = [(agent, exchange.model, exchange.usage, exchange.usage["cost"],
-                  _exchange_times(exchange)[1])]
-    for who, model, tokens, cost, at in calls:
-        yield (turn, who or agent, model, *(int(tokens.get(key) or 0) for key in (
-            "inputTokens", "outputTokens", "cachedTokens", "reasoningTokens")),
-               float(cost), at or _exchange_times(exchange)[1])
-
-
-def _spawn_turn(parent: Session, child: Session, turns: dict[int, int], fallback: int) -> int:
-    """The turn of the call that ran ``child``; without one, the parent's last exchange that
-    started before it."""
-    if child.spawn is not None and id(child.spawn) in turns:
-        return turns[id(child.spawn)]
-    started = [(number, _exchange_times(e)[0]) for number, e in enumerate(parent.exchanges, 1)]
-    before = [n for n, at in started if at is not None and at <= (child.created_at or 0)]
-    return before[-1] if before else fallback
-
-
-def _session_rows(session: Session, rows: _Rows, turn: int | None) -> None:
-    """Rows of ``session`` (numbering its exchanges as turns when ``turn`` is None, a
-    subagent's all in the turn that ran it) and of its subagents."""
-    turns: dict[int, int] = {}
-    for number, exchange in enumerate(session.exchanges, 1):
-        here = turn or number
-        for message in exchange.messages:
-            turns[id(message)] = here
-            rows.texts += _texts(message, session.agent, here, turn is None)
-            call = message.call
-            if call is not None:
-                rows.tool_calls.append((here, session.preferred, call.call_id, call.name,
-                                        call.status, call.started, call.completed))
-        rows.model_calls += _model_calls(exchange, session.agent, here)
-        if turn is None:
-            prompts = [m.content for m in exchange.messages if m.role == "user"]
-            answer = response_of(exchange)
-            rows.turns.append((number, prompts[0] if prompts else None,
-                               answer.content if answer else None, *_exchange_times(exchange)))
-    for child in session.subagents:
-        child_turn = _spawn_turn(session, child, turns, turn or 1)
-        call = child.spawn.call if child.spawn is not None else None
-        rows.subagents.append((child.preferred, session.preferred,
-                               call.call_id if call else None, child.agent, child_turn))
-        _session_rows(child, rows, child_turn)
 
 
 # -- the catalog ----------------------------------------------------------------------------
@@ -508,9 +321,11 @@ class Catalog:
     manager, or :meth:`close` it.
     """
 
-    def __init__(self, path: Path | None = None, *, busy_timeout: float = 5.0) -> None:
+    def __init__(self, path: Path | None = None, *, busy_timeout: float = 5.0,
+                 deep_slice: int = DEEP_SLICE) -> None:
         self.path = Path(path) if path is not None else default_catalog_path()
         self.busy_timeout = busy_timeout
+        self.deep_slice = deep_slice
         self._conn: sqlite3.Connection | None = None
         self._rebuilt = False
 
@@ -536,9 +351,13 @@ class Catalog:
                                   "reading the sessions directly")
 
     def _open(self) -> sqlite3.Connection:
-        make_private_dir(self.path.parent)
-        prepare_private_file(self.path)
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        if not os.path.lexists(self.path):
+            # Only to make it (private): these helpers load the file writer's machinery.
+            from .files import make_private_dir, prepare_private_file
+
+            make_private_dir(self.path.parent)
+            prepare_private_file(self.path)
+        conn = connect(self.path, timeout=self.busy_timeout)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -554,16 +373,15 @@ class Catalog:
     def _version_ok(self, conn: sqlite3.Connection) -> bool:
         """True when the file holds our schema (made now if the file is empty); False for
         an older schema (rebuilt); CatalogUnavailable for a newer one."""
-        tables = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not tables:
+        names = tables(conn)
+        if not names:
             conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA}; COMMIT;")
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                          (str(SCHEMA_VERSION),))
             self._rebuilt = True
             return True
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
-            if "meta" in tables else None
+            if "meta" in names else None
         version = int(row[0]) if row and str(row[0]).isdigit() else 0
         if version > SCHEMA_VERSION:
             raise CatalogUnavailable(
@@ -610,23 +428,29 @@ class Catalog:
     # -- refresh ----------------------------------------------------------------------
 
     def refresh(self, store_file: Path, logs_root: Path, agentuse_roots: Sequence[Path],
-                progress: Callable[[int, int], None] | None = None) -> RefreshSummary:
-        """Bring the catalog in line with the layouts; re-read only the conversations
-        whose sources changed (a corrupt catalog is rebuilt from scratch). ``progress``
-        is called with (conversations re-read, conversations to re-read) after each."""
-        where = _Locations(Path(store_file), Path(logs_root),
+                progress: Callable[[int, int], None] | None = None, *,
+                full: bool = False) -> RefreshSummary:
+        """Bring the catalog in line with the layouts, re-reading only the conversations
+        whose sources changed (a corrupt catalog is rebuilt from scratch).
+
+        Every call states the layouts' roots and each conversation's head (its log, else
+        its session directory), and every source of the live conversations, of those
+        changed in the last :data:`HOT_NS` and of the ``deep_slice`` least recently
+        checked; ``full`` states every source of every conversation. ``progress`` is
+        called with (conversations re-read, conversations to re-read) after each."""
+        where = Roots(Path(store_file), Path(logs_root),
                            tuple(Path(r) for r in agentuse_roots))
         try:
-            return self._refresh(where, progress)
+            return self._refresh(where, progress, full)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError):
                 raise self._unavailable(exc) from None
             self.close()
             self._remove()
-            return self._refresh(where, progress)
+            return self._refresh(where, progress, full)
 
-    def _refresh(self, where: _Locations,
-                 progress: Callable[[int, int], None] | None) -> RefreshSummary:
+    def _refresh(self, where: Roots, progress: Callable[[int, int], None] | None,
+                 full: bool) -> RefreshSummary:
         conn = self._connection()
         summary = RefreshSummary(rebuilt=self._rebuilt)
         started = time.time_ns()
@@ -635,7 +459,7 @@ class Catalog:
         except sqlite3.OperationalError as exc:
             raise self._unavailable(exc) from None
         try:
-            self._reconcile(conn, where, started, summary, progress)
+            self._reconcile(conn, where, started, summary, progress, full)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -644,105 +468,133 @@ class Catalog:
         summary.conversations = conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0]
         return summary
 
-    def _sources(self, conn: sqlite3.Connection) -> dict[int, list[tuple[str, int, int]]]:
-        by_conversation: dict[int, list[tuple[str, int, int]]] = {}
-        for conversation, path, size, mtime in conn.execute(
-                "SELECT conversation, path, size, mtime_ns FROM sources"):
-            by_conversation.setdefault(conversation, []).append((path, size, mtime))
-        return by_conversation
-
-    def _reconcile(self, conn: sqlite3.Connection, where: _Locations, started: int,
-                   summary: RefreshSummary,
-                   progress: Callable[[int, int], None] | None) -> None:
-        sources = self._sources(conn)
-        roots = sources.pop(0, [])
+    def _reconcile(self, conn: sqlite3.Connection, where: Roots, started: int,
+                   summary: RefreshSummary, progress: Callable[[int, int], None] | None,
+                   full: bool) -> None:
+        roots = conn.execute("SELECT path, size, mtime_ns FROM roots").fetchall()
         same_place = conn.execute("SELECT value FROM meta WHERE key = 'locations'"
                                   ).fetchone() == (where.describe(),)
-        stored = {row[1]: row for row in conn.execute(
-            "SELECT id, key, user, name, agentuse_dir, log_path, origin, items, "
-            "store_first_ms, store_last_ms FROM conversations")}
-        if same_place and roots and not _changed(roots) \
-                and [r[0] for r in roots] == where.global_paths():
-            found = [_Found(*row[1:]) for row in stored.values()]
-        else:
-            found = self._found_again(conn, where, stored, started, summary)
-        changed = [item for item in found
-                   if item.key not in stored or _changed(sources.get(stored[item.key][0], []))]
+        new: list[Found] = []
+        if not (same_place and roots and not _changed(roots)
+                and sorted(r[0] for r in roots) == sorted(where.global_paths())):
+            new = self._found_again(conn, where, started, summary)
+        due = self._due(conn, started, full)
+        if not new and not due:
+            return
+        from .catalog_index import Found  # the layouts' readers: only when something is read
+
+        changed = new + [Found(*row) for row in conn.execute(
+            f"SELECT {_FOUND_COLUMNS} FROM conversations WHERE id IN "
+            "(SELECT value FROM json_each(?))", (dumps_compact(sorted(due)).decode(),))]
         for done, item in enumerate(changed, start=1):
             self._index(conn, item, started, summary)
             if progress is not None:
                 progress(done, len(changed))
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('locations', ?)", (where.describe(),))
 
-    def _found_again(self, conn: sqlite3.Connection, where: _Locations,
-                     stored: dict[str, tuple[Any, ...]], started: int,
-                     summary: RefreshSummary) -> list[_Found]:
-        """The conversations as the layouts list them now: the gone ones dropped, the
-        moved ones (another tree, log or origin) re-read, the store's counts updated."""
+    def _due(self, conn: sqlite3.Connection, started: int, full: bool) -> set[int]:
+        """The catalog's conversations whose files changed: every head is stated; every
+        file of the trees of the live ones, the hot ones and the :attr:`deep_slice` least
+        recently checked (of all with ``full``). Trees found unchanged are marked checked."""
+        due = set()
+        for conversation, head, size, mtime in conn.execute(
+                "SELECT id, COALESCE(log_path, agentuse_dir), head_size, head_mtime_ns "
+                "FROM conversations WHERE COALESCE(log_path, agentuse_dir) IS NOT NULL"):
+            try:  # _stat's work inline: this loop runs over every conversation
+                st = os.stat(head, follow_symlinks=False)
+                if st.st_mtime_ns == mtime and st.st_size == size:
+                    continue
+            except OSError:
+                if mtime == _MISSING:
+                    continue
+            due.add(conversation)
+        trees = conn.execute(
+            "SELECT id, agentuse_dir, tree_stamp FROM conversations WHERE agentuse_dir IS NOT "
+            "NULL AND (? OR status IN ('running', 'suspended') OR newest_ns >= ? OR id IN "
+            "(SELECT id FROM conversations WHERE agentuse_dir IS NOT NULL "
+            "ORDER BY checked_ns LIMIT ?))", (full, started - HOT_NS, self.deep_slice))
+        checked = []
+        for conversation, directory, stamp in trees.fetchall():
+            if conversation in due:
+                continue
+            if stamp == "" or _tree_stamp(directory, started)[0] != stamp:
+                due.add(conversation)
+            else:
+                checked.append((started, conversation))
+        conn.executemany("UPDATE conversations SET checked_ns = ? WHERE id = ?", checked)
+        return due
+
+    def _found_again(self, conn: sqlite3.Connection, where: Roots, started: int,
+                     summary: RefreshSummary) -> list[Found]:
+        """List the conversations again: drop the gone ones, update the store's counts;
+        the new ones and the moved ones (another tree, log or origin), to be read."""
         roots = _recorded(where.global_paths(), started)  # before listing: a later change shows
-        found = _discover(where)
+        from .catalog_index import Found, discover
+
+        stored = {row[1]: (row[0], Found(*row[1:])) for row in conn.execute(
+            f"SELECT id, {_FOUND_COLUMNS} FROM conversations")}
+        found = discover(where, {key: item for key, (_, item) in stored.items()})
         keys = {item.key for item in found}
-        for key, gone in stored.items():
+        for key, (conversation, _) in stored.items():
             if key not in keys:
-                self._drop(conn, gone[0])
+                self._drop(conn, conversation)
                 summary.dropped += 1
-        again = []
+        to_read, counts = [], []
         for item in found:
-            row = stored.get(item.key)
-            if row is not None and tuple(row[4:7]) != (item.agentuse_dir, item.log_path,
-                                                       item.origin):
-                self._drop(conn, row[0])
-                del stored[item.key]
-            elif row is not None:
-                conn.execute("UPDATE conversations SET items = ?, store_first_ms = ?, "
-                             "store_last_ms = ? WHERE id = ?",
-                             (item.items, item.store_first_ms, item.store_last_ms, row[0]))
-            again.append(item)
-        conn.execute("DELETE FROM sources WHERE conversation = 0")
-        conn.executemany("INSERT INTO sources VALUES (0, ?, ?, ?)", roots)
-        return again
+            conversation, before = stored.get(item.key, (0, None))
+            if before is None:
+                to_read.append(item)
+            elif (before.agentuse_dir, before.log_path, before.origin) != \
+                    (item.agentuse_dir, item.log_path, item.origin):
+                self._drop(conn, conversation)
+                to_read.append(item)
+            elif (before.items, before.store_first_ms, before.store_last_ms) != \
+                    (item.items, item.store_first_ms, item.store_last_ms):
+                counts.append((item.items, item.store_first_ms, item.store_last_ms,
+                               conversation))
+        conn.executemany("UPDATE conversations SET items = ?, store_first_ms = ?, "
+                         "store_last_ms = ? WHERE id = ?", counts)
+        conn.execute("DELETE FROM roots")
+        conn.executemany("INSERT INTO roots VALUES (?, ?, ?)", roots)
+        return to_read
 
     def _drop(self, conn: sqlite3.Connection, conversation: int) -> None:
         self._clear(conn, conversation)
         conn.execute("DELETE FROM conversations WHERE id = ?", (conversation,))
 
-    def _index(self, conn: sqlite3.Connection, item: _Found, started: int,
+    def _index(self, conn: sqlite3.Connection, item: Found, started: int,
                summary: RefreshSummary) -> None:
-        """(Re-)read one conversation: its sources stated first, so that a change made
-        while it is read shows at the next refresh."""
-        paths = list(_tree_paths(item.agentuse_dir)) if item.agentuse_dir else []
-        paths += [item.log_path] if item.log_path else []
-        recorded = _recorded(paths, started)
-        problems: list[str] = []
-        source = LedgerConversation(item.user, item.name,
-                                    Path(item.agentuse_dir) if item.agentuse_dir else None,
-                                    Path(item.log_path) if item.log_path else None, item.origin)
-        rows = _Rows()
-        session: Session | None = None
-        try:
-            session, read_from = read_conversation(source, problems)
-            _session_rows(session, rows, None)
-        except LedgerSourceError as exc:
-            read_from = "store"
-            if item.agentuse_dir or item.log_path:
-                problems.append(str(exc))
-        summary.problems += problems
+        """(Re-)read one conversation: its head and tree stated first, so that a change
+        made while it is read shows at the next refresh."""
+        from .catalog_index import read
+
+        head = item.log_path or item.agentuse_dir
+        ((_, head_size, head_mtime),) = _recorded([head] if head else [], started) or \
+            [("", _MISSING, _MISSING)]
+        stamp, newest = _tree_stamp(item.agentuse_dir, started) if item.agentuse_dir \
+            else (None, 0)
+        reading = read(item)
+        session, rows = reading.session, reading.rows
+        summary.problems += reading.problems
         summary.reindexed += 1
         starts = [r[3] for r in rows.turns if r[3] is not None]
         ends = [r[4] for r in rows.turns if r[4] is not None]
         conversation = conn.execute(
             "INSERT INTO conversations (key, user, name, agent, status, model, first_ms, "
             "last_ms, store_first_ms, store_last_ms, turns, items, agentuse_dir, log_path, "
-            "origin, read_from, problems) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+            "origin, read_from, problems, head_size, head_mtime_ns, tree_stamp, newest_ns, "
+            "checked_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
             f"ON CONFLICT (key) DO UPDATE SET {_UPDATE} RETURNING id",
             (item.key, item.user, item.name, session.agent if session else None,
              session.status if session else None, session.model if session else None,
              min(starts, default=None), max(ends, default=None), item.store_first_ms,
              item.store_last_ms, len(rows.turns), item.items, item.agentuse_dir,
-             item.log_path, item.origin, read_from, dumps_compact(problems).decode()),
+             item.log_path, item.origin, reading.read_from,
+             dumps_compact(reading.problems).decode(),
+             head_size, head_mtime, stamp, max(newest, head_mtime), started),
         ).fetchone()[0]
         self._clear(conn, conversation)
-        self._insert(conn, conversation, rows, recorded)
+        self._insert(conn, conversation, rows)
 
     def _clear(self, conn: sqlite3.Connection, conversation: int) -> None:
         conn.execute("INSERT INTO texts_fts (texts_fts, rowid, content) "
@@ -751,8 +603,7 @@ class Catalog:
         for table in _PER_CONVERSATION:
             conn.execute(f"DELETE FROM {table} WHERE conversation = ?", (conversation,))
 
-    def _insert(self, conn: sqlite3.Connection, conversation: int, rows: _Rows,
-                recorded: list[tuple[str, int, int]]) -> None:
+    def _insert(self, conn: sqlite3.Connection, conversation: int, rows: Rows) -> None:
         def many(table: str, values: list[tuple[Any, ...]]) -> None:
             if values:
                 marks = ",".join("?" * (len(values[0]) + 1))
@@ -763,7 +614,6 @@ class Catalog:
         many("subagent_sessions", rows.subagents)
         many("tool_calls", rows.tool_calls)
         many("model_calls", rows.model_calls)
-        many("sources", recorded)
         for text in rows.texts:
             rowid = conn.execute("INSERT INTO texts (conversation, turn, kind, agent, tool, "
                                  "at_ms, content) VALUES (?,?,?,?,?,?,?)",

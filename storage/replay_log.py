@@ -29,15 +29,21 @@ from .json_style import dumps_compact, loads
 from .names import not_a_link, safe_join, sanitize_log_name
 from .paths import SkilletPaths
 
-__all__ = ["ReplayLog", "find_log_path", "log_owner", "log_path_for", "owner_record_path"]
+__all__ = ["ReplayLog", "find_log_path", "log_owner", "log_path_for", "owner_record_name",
+           "owner_record_path"]
 
 MAX_CANDIDATES = 100
 
 _OWNER_KEYS = ("user_id", "session_name")
 
 
+def owner_record_name(log_name: str) -> str:
+    """The file name of the owner record of the log named ``log_name`` (``x.jsonl``)."""
+    return f".{log_name.removesuffix('.jsonl')}.owner.json"
+
+
 def _owner_path(log_path: Path) -> Path:
-    return log_path.with_name(f".{log_path.stem}.owner.json")
+    return log_path.with_name(owner_record_name(log_path.name))
 
 
 def _read_owner(owner: Path) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from harness import isolated
 from scripted import call, fail, final, model, reasoning, run_agent, square, tools_step, usage
 
 from sessiontape import Recorder
+from sessiontape.storage import log_entries
 from sessiontape.storage.agentuse_reader import LoadedSession, load_session
 from sessiontape.storage.catalog import (
     SCHEMA_VERSION,
@@ -105,8 +106,8 @@ class Where:
     logs: Path
     root: Path
 
-    def refresh(self, catalog: Catalog) -> Any:
-        return catalog.refresh(self.store, self.logs, [self.root])
+    def refresh(self, catalog: Catalog, *, full: bool = False) -> Any:
+        return catalog.refresh(self.store, self.logs, [self.root], full=full)
 
 
 def where_of(rec: Recorder) -> Where:
@@ -373,6 +374,103 @@ def test_a_deleted_tree_is_read_from_its_log_and_deleting_the_catalog_loses_noth
         (row,) = catalog.conversations()
         assert (row.read_from, row.turns) == ("log", 1)
         assert sessions(catalog.search('"gamma done"')) == {"gamma"}
+
+
+def age(*paths: Path, days: float = 2) -> None:
+    """Set back the mtimes of ``paths`` and of everything under them: an old, settled
+    conversation (only a recent one has its whole tree stated by every refresh)."""
+    when = time.time() - days * 86400
+    for path in paths:
+        for each in [path, *(path.rglob("*") if path.is_dir() else ())]:
+            os.utime(each, (when, when), follow_symlinks=False)
+
+
+def edit_in_place(path: Path, old: bytes, new: bytes) -> None:
+    """Rewrite ``path`` in place (no rename: its directory's mtime stays), keeping it old."""
+    before = path.stat()
+    with open(path, "r+b") as file:
+        data = file.read().replace(old, new)
+        file.seek(0)
+        file.write(data)
+        file.truncate()
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+
+
+def test_an_old_trees_edit_no_head_shows_is_seen_in_turn_and_at_once_with_full() -> None:
+    """Of old conversations every refresh states the heads (their logs) and one
+    ``deep_slice`` of trees: a part edited in place (no directory changes, the log
+    untouched) is seen within conversations / deep_slice refreshes, or at once with full."""
+    recs = record(*((ANN, f"old{i}", lambda r, i=i: squares(r, f"old {i} first", f"old {i} done"))
+                    for i in range(3)))
+    where = where_of(recs["old0"])
+    for rec in recs.values():
+        assert rec.session_dir is not None
+        age(rec.session_dir, rec.log_path)
+    with Catalog(deep_slice=1) as catalog:
+        assert where.refresh(catalog).reindexed == 3
+        assert where.refresh(catalog).reindexed == 0
+        tree = recs["old1"].session_dir
+        assert tree is not None
+        edit_in_place(text_part(tree, "old 1 done"), b"old 1 done", b"old 1 edit")
+        assert [where.refresh(catalog).reindexed for _ in range(3)].count(1) == 1
+        assert sessions(catalog.search('"old 1 edit"')) == {"old1"}
+        assert catalog.search('"old 1 done"') == []
+
+        edit_in_place(text_part(tree, "old 1 edit"), b"old 1 edit", b"old 1 full")
+        assert where.refresh(catalog, full=True).reindexed == 1
+        assert sessions(catalog.search('"old 1 full"')) == {"old1"}
+
+
+def test_a_head_change_is_seen_at_once_however_old_the_conversation() -> None:
+    """No tree stated (deep_slice 0): an old log appended to (skilled_crew continuing a
+    conversation) and an old AgentUse tree whose session.json is replaced (a writer's
+    rename) are both re-read by the next refresh."""
+    recs = record((ANN, "logged", lambda r: squares(r, "logged first", "logged done")),
+                  (ANN, "treed", lambda r: squares(r, "treed first", "treed done")))
+    where = where_of(recs["logged"])
+    logged, treed = recs["logged"], recs["treed"]
+    assert logged.session_dir is not None and treed.session_dir is not None
+    shutil.rmtree(logged.session_dir)  # read from its log
+    treed.log_path.unlink()  # a tree no log or link names: an AgentUse session, head = its dir
+    treed.log_path.with_name(f".{treed.session_name}.owner.json").unlink()
+    with closing(sqlite3.connect(where.store)) as conn, conn:
+        conn.execute("DELETE FROM sessiontape_links WHERE session_name = 'treed'")
+        conn.execute("DELETE FROM session_items WHERE session_name = 'treed'")
+    age(logged.log_path, treed.session_dir)
+    with Catalog(deep_slice=0) as catalog:
+        assert where.refresh(catalog).reindexed == 2
+        assert where.refresh(catalog).reindexed == 0
+        with open(logged.log_path, "ab") as log:
+            for entry in (log_entries.user_message("logged second"),
+                          log_entries.final_result("a kiwi answer")):
+                log.write(json.dumps(entry).encode() + b"\n")
+        session_json = treed.session_dir / "session.json"
+        info = json.loads(session_json.read_bytes())
+        atomic_write(session_json, json.dumps({**info, "status": "error"}).encode())
+        age(logged.log_path, session_json)
+        summary = where.refresh(catalog)
+        assert (summary.reindexed, summary.conversations) == (2, 2)
+        assert [(h.session, h.turn) for h in catalog.search("kiwi")] == [("logged", 2)]
+        statuses = {r.session: r.status for r in catalog.conversations()}
+        assert statuses[treed.session_dir.name] == "error"
+
+
+def test_a_recent_trees_edit_is_seen_by_the_next_refresh() -> None:
+    """A conversation with a file changed in the last HOT_NS has its whole tree stated by
+    every refresh, deep_slice 0 or not."""
+    recs = record((ANN, "fresh", lambda r: squares(r, "fresh first", "fresh done")))
+    where = where_of(recs["fresh"])
+    tree = recs["fresh"].session_dir
+    assert tree is not None
+    settle()
+    with Catalog(deep_slice=0) as catalog:
+        where.refresh(catalog)
+        part = text_part(tree, "fresh done")
+        edit_in_place(part, b"fresh done", b"fresh edit")
+        os.utime(part)  # now: recent
+        settle()
+        assert where.refresh(catalog).reindexed == 1
+        assert sessions(catalog.search('"fresh edit"')) == {"fresh"}
 
 
 # -- robustness -------------------------------------------------------------------------------
