@@ -72,7 +72,7 @@ from .links import read_links
 from .liveness import reported_status
 from .log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
 from .paths import Locations, SkilletPaths, agentuse_sessions_root
-from .replay_log import find_log_path, log_owner, owner_record_path
+from .replay_log import find_log_path, log_owner, owner_record_name, owner_record_path
 from .tables import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
@@ -97,7 +97,9 @@ __all__ = [
     "UnknownSessionError",
     "Usage",
     "clear_session",
+    "fill_session",
     "find_session",
+    "gather_sessions",
     "list_sessions",
     "session_locations",
     "show_session",
@@ -165,6 +167,14 @@ class Usage:
         return cls(num(tokens.get("input")), num(tokens.get("output")),
                    num(tokens.get("reasoning")), num(cache.get("read")), num(cache.get("write")),
                    float(cost) if isinstance(cost, (int, float)) else 0.0)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Usage | None:
+        """The inverse of :meth:`to_json` (None for None)."""
+        if data is None:
+            return None
+        return cls(data["input"], data["output"], data["reasoning"], data["cache_read"],
+                   data["cache_write"], data["cost"])
 
     def to_json(self) -> dict[str, Any]:
         return {"input": self.input, "output": self.output, "reasoning": self.reasoning,
@@ -270,6 +280,22 @@ class SessionInfo:
             "sources": self.sources,
             "problems": self.problems,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SessionInfo:
+        """The inverse of :meth:`to_json`."""
+        def path(key: str) -> Path | None:
+            return Path(data[key]) if data.get(key) else None
+
+        return cls(data["user_id"], data["session_name"], items=data["items"],
+                   archived=data["archived_items"], compactions=data["compactions"],
+                   first_ms=data["first_ms"], last_ms=data["last_ms"], turns=data["turns"],
+                   log_path=path("log_path"), agentuse_dir=path("agentuse_dir"),
+                   usage=Usage.from_json(data["usage"]),
+                   usage_main=Usage.from_json(data["usage_main"]),
+                   sources=list(data["sources"]), problems=list(data["problems"]),
+                   origin=data["origin"], agent=data["agent"], status=data["status"],
+                   in_tree_only=data["user_id"] is None)
 
 
 class SessionLookupError(LookupError):
@@ -425,22 +451,48 @@ def _read_store(store_file: Path,
     return stored, archived, compactions
 
 
-def _log_only(logs_root: Path, known: set[Path]) -> Iterable[tuple[str, str, Path]]:
-    """Logs that belong to no known pair: ``(user, session, path)``."""
-    if not logs_root.is_dir():
-        return
-    for user_dir in sorted(logs_root.iterdir()):
-        if user_dir.name.startswith(".") or not user_dir.is_dir() or user_dir.is_symlink():
+@dataclass(frozen=True)
+class _Log:
+    """A replay log of a user directory and the pair it belongs to."""
+
+    user: str
+    name: str
+    path: Path
+    owned: bool  # it has an owner record (sessiontape's); else the names are its file's
+
+
+def _owner_pair(log_path: Path) -> tuple[str, str] | None:
+    owner = log_owner(log_path) or {}
+    user, name = owner.get("user_id"), owner.get("session_name")
+    return (user, name) if isinstance(user, str) and isinstance(name, str) else None
+
+
+def _listed_logs(logs_root: Path, known: dict[Path, tuple[str, str]]) -> list[_Log]:
+    """Every log of every user directory (not links, not ``.``-names) with its pair: its
+    owner record's (``known`` maps the logs whose record was read before), else its
+    directory's and file's names."""
+    try:
+        users = sorted((e for e in os.scandir(logs_root)
+                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)),
+                       key=lambda e: e.name)
+    except OSError:
+        return []
+    found = []
+    for user_dir in users:
+        try:
+            entries = {entry.name: entry for entry in os.scandir(user_dir.path)}
+        except OSError:
             continue
-        for path in sorted(user_dir.glob("[!.]*.jsonl")):
-            if path in known or not path.is_file():
+        for file in sorted(entries):
+            if file.startswith(".") or not file.endswith(".jsonl") or \
+                    not entries[file].is_file():
                 continue
-            owner = log_owner(path)
-            if owner and isinstance(owner.get("user_id"), str) \
-                    and isinstance(owner.get("session_name"), str):
-                yield owner["user_id"], owner["session_name"], path
-            else:
-                yield user_dir.name, path.stem, path
+            path = Path(entries[file].path)
+            owned = owner_record_name(file) in entries
+            pair = (known.get(path) or _owner_pair(path)) if owned else None
+            found.append(_Log(*(pair or (user_dir.name, file.removesuffix(".jsonl"))), path,
+                              owned))
+    return found
 
 
 def _tree_sessions(root: Path) -> Iterable[tuple[str, str]]:
@@ -529,8 +581,11 @@ def _pair_origin(info: SessionInfo) -> str:
     return ORIGIN_SKILLED_CREW
 
 
-def _gather(user_id: str | None, where: Locations) -> list[SessionInfo]:
-    """Every conversation with where its data is, before any log or tree is read."""
+def gather_sessions(user_id: str | None, where: Locations,
+                    known_logs: dict[Path, tuple[str, str]] | None = None) -> list[SessionInfo]:
+    """Every conversation (of ``user_id``) with where its data is, before any log or tree
+    is read: the listing rules of ``sessions list`` (docs/cli.md). ``known_logs`` maps
+    logs to the pair their owner record names, read before (owner records never change)."""
     stored, archived, compactions = _read_store(where.store_file, user_id)
     found: dict[tuple[str, str], SessionInfo] = {}
     for row in stored:
@@ -543,16 +598,19 @@ def _gather(user_id: str | None, where: Locations) -> list[SessionInfo]:
         info = found.setdefault((user, name), SessionInfo(user, name))
         info.agentuse_dir = directory
         info.sources.append("link")
+    listed = _listed_logs(where.logs_root, known_logs or {})
+    owned = {(log.user, log.name): log.path for log in listed if log.owned}
     for (user, name), info in found.items():
         info.archived = archived.get((user, name), 0)
         info.compactions = compactions.get((user, name), 0)
-        info.log_path = find_log_path(user, name, where.logs_root)
-    known = {info.log_path for info in found.values() if info.log_path is not None}
-    for user, name, path in _log_only(where.logs_root, known):
-        if user_id is not None and user != user_id:
+        info.log_path = owned.get((user, name)) or find_log_path(user, name, where.logs_root)
+    taken = {info.log_path for info in found.values() if info.log_path is not None}
+    for log in listed:
+        if log.path in taken or (user_id is not None and log.user != user_id):
             continue
-        if (user, name) not in found:  # else a stray duplicate of a known pair's log
-            found[(user, name)] = SessionInfo(user, name, log_path=path, sources=[])
+        if (log.user, log.name) not in found:  # else a stray duplicate of a known pair's log
+            found[(log.user, log.name)] = SessionInfo(log.user, log.name, log_path=log.path,
+                                                      sources=[])
     for info in found.values():
         if info.log_path is not None:
             info.sources.append("log")
@@ -583,8 +641,8 @@ def _tree_only(known: list[SessionInfo], root: Path) -> list[SessionInfo]:
     return found
 
 
-def _filled(info: SessionInfo, *, with_usage: bool = True,
-            store_file: Path | None = None) -> SessionInfo:
+def fill_session(info: SessionInfo, *, with_usage: bool = True,
+                 store_file: Path | None = None) -> SessionInfo:
     """``info`` with its turns and times from the log and, if asked, usage from the tree
     (always for a session that only the tree has). ``store_file``: count the stored user
     messages of a conversation with neither log nor tree."""
@@ -605,7 +663,8 @@ def list_sessions(user_id: str | None = None, *, locations: Locations | None = N
     """Every conversation (of ``user_id``, default all users and the AgentUse-only
     sessions of the project), newest first. Reads only."""
     where = locations or Locations.resolve()
-    sessions = [_filled(info, with_usage=with_usage) for info in _gather(user_id, where)]
+    sessions = [fill_session(info, with_usage=with_usage)
+                for info in gather_sessions(user_id, where)]
     _count_store_turns(where.store_file, [s for s in sessions if _needs_store_turns(s)])
     return sorted(sessions,
                   key=lambda i: (-(i.last_ms or 0), i.user_id or "", i.session_name))
@@ -621,10 +680,10 @@ def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
     conversations that match are read.
     """
     where = locations or Locations.resolve()
-    sessions = _gather(user_id, where)
+    sessions = gather_sessions(user_id, where)
 
     def filled(info: SessionInfo) -> SessionInfo:
-        return _filled(info, store_file=where.store_file)
+        return fill_session(info, store_file=where.store_file)
 
     named = [s for s in sessions if s.session_name == query]
     if len(named) == 1:
