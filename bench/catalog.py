@@ -113,27 +113,26 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
     os.chdir(project)  # the Recorder's project, as the CLI's
 
     from sessiontape.storage.catalog import Catalog, default_catalog_path
-    from sessiontape.storage.sessions import Locations
+    from sessiontape.storage.paths import Locations
 
     where = Locations.resolve(project_root=project)  # what the CLI refreshes with
     assert where.agentuse_root is not None
-    locations = (where.store_file, where.logs_root, [where.agentuse_root])
     catalog = Catalog()
     assert default_catalog_path().is_relative_to(home)
 
-    build, summary = timed_sync(lambda: catalog.refresh(*locations), 1)
+    build, summary = timed_sync(lambda: catalog.refresh(where), 1)
     assert summary.rebuilt and summary.reindexed == sessions, summary
     assert summary.conversations == sessions and not summary.problems, summary.problems[:3]
     assert len(catalog.conversations()) == sessions
     size = default_catalog_path().stat().st_size
-    no_change, summary = timed_sync(lambda: catalog.refresh(*locations), 5)
+    no_change, summary = timed_sync(lambda: catalog.refresh(where), 5)
     assert summary.reindexed == 0, summary
 
     new_turn_times = []
     for index in (sessions // 3, sessions // 2, 2 * sessions // 3):
         name = record_turn(index)
         time.sleep(0.1)  # past RACY_NS: a file changed just before a scan is read again next time
-        seconds, summary = timed_sync(lambda: catalog.refresh(*locations), 1)
+        seconds, summary = timed_sync(lambda: catalog.refresh(where), 1)
         assert summary.reindexed == 1 and summary.conversations == sessions, summary
         new_turn_times.append(seconds)
         hits = catalog.search(NEW_WORD)
@@ -155,6 +154,11 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
     cli_usage, out = run_cli(["usage", "model", "--json"], env, project, 5)
     by_model = orjson.loads(out)
     assert sum(row["calls"] for row in by_model) > sessions, by_model
+    cli_list, out = run_cli(["sessions", "list", "--json"], env, project, 5)
+    assert len(orjson.loads(out)) == sessions, "sessions list did not list every session"
+    shown = session_for(sessions // 4)[1]
+    cli_show, out = run_cli(["sessions", "show", shown, "--json"], env, project, 5)
+    assert orjson.loads(out)["session"]["session_name"] == shown
     cli_version, _ = run_cli(["--version"], env, project, 5)
     empty = home.parent / "empty-home"  # start-up and imports, nothing to refresh
     (empty / "project").mkdir(parents=True)
@@ -175,11 +179,14 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
           for group in USAGE_GROUPS),
         (f"sessiontape search {SEARCHES['phrase']!r} --json (median of 5)", ms(cli_search)),
         ("sessiontape usage model --json (median of 5)", ms(cli_usage)),
+        ("sessiontape sessions list --json (median of 5)", ms(cli_list)),
+        ("sessiontape sessions show NAME --json (median of 5)", ms(cli_show)),
         ("sessiontape search ... --json on an empty home (median of 5)", ms(cli_empty)),
         ("sessiontape --version (median of 5)", ms(cli_version)),
     ]
     figures = {"build": build, "search": searches["phrase"], "cli_search": cli_search,
-               "usage": usages["model"], "cli_usage": cli_usage}
+               "usage": usages["model"], "cli_usage": cli_usage, "cli_list": cli_list,
+               "cli_show": cli_show}
     return rows, figures
 
 
@@ -196,6 +203,10 @@ def targets(figures: dict[str, float]) -> list[tuple[str, str]]:
         ("usage model <= 0.5 s (whole process)",
          f"{figures['cli_usage'] * 1e3:.0f} ms: {verdict(figures['cli_usage'], 0.5)} "
          f"(in-process {figures['usage'] * 1e3:.1f} ms: {verdict(figures['usage'], 0.5)})"),
+        ("sessions list --json <= 0.5 s (whole process)",
+         f"{figures['cli_list'] * 1e3:.0f} ms: {verdict(figures['cli_list'], 0.5)}"),
+        ("sessions show NAME <= 100 ms (whole process)",
+         f"{figures['cli_show'] * 1e3:.0f} ms: {verdict(figures['cli_show'], 0.1)}"),
     ]
 
 

@@ -216,7 +216,20 @@ def make_session(index: int, paths: dict[str, Path], project: str
         "project": {"root": project, "cwd": project}, "id": session_id,
         "status": "completed", "trigger": "manual",
         "time": {"created": start, "updated": at}}))
+    _date(at, log_dir / f"{stem}.jsonl", log_dir / f".{stem}.owner.json", directory)
     return rows, (user, name, str(directory))
+
+
+def _date(ms: int, *paths: Path) -> None:
+    """Give ``paths`` and everything in them the mtime ``ms``, as a session recorded then
+    has (directories after what they hold): an old session is not one written just now."""
+    ns = ms * 1_000_000
+    for path in paths:
+        if path.is_dir():
+            for top, dirs, files in os.walk(path, topdown=False):
+                for name in files + dirs:
+                    os.utime(os.path.join(top, name), ns=(ns, ns))
+        os.utime(path, ns=(ns, ns))
 
 
 def _make_chunk(job: tuple[range, dict[str, Path], str]) -> tuple[list, list]:

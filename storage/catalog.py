@@ -38,7 +38,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -48,9 +48,11 @@ import platformdirs
 
 from .db import connect, tables
 from .json_style import dumps_compact, loads
+from .paths import Locations
 
 if TYPE_CHECKING:
     from .catalog_index import Found, Rows
+    from .sessions import SessionInfo
 
 __all__ = [
     "KINDS",
@@ -59,7 +61,6 @@ __all__ = [
     "SNIPPET_START",
     "Catalog",
     "CatalogUnavailable",
-    "ConversationRow",
     "RefreshSummary",
     "SearchHit",
     "SearchSyntaxError",
@@ -67,7 +68,7 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output")
 GROUPS = ("daily", "monthly", "session", "model", "agent")
@@ -88,14 +89,11 @@ CREATE TABLE conversations (
   key TEXT NOT NULL UNIQUE,      -- user NUL session name; NUL directory for a tree alone
   user TEXT,                     -- NULL: a session AgentUse wrote (no user)
   name TEXT NOT NULL,
-  agent TEXT, status TEXT, model TEXT,
-  first_ms INTEGER, last_ms INTEGER,              -- of its turns
-  store_first_ms INTEGER, store_last_ms INTEGER,  -- of its stored items
-  turns INTEGER NOT NULL, items INTEGER NOT NULL,
-  agentuse_dir TEXT, log_path TEXT,
-  origin TEXT NOT NULL,          -- sessiontape, agentuse, skilled_crew
-  read_from TEXT NOT NULL,       -- agentuse, log, store
-  problems TEXT NOT NULL,        -- JSON list of what was read around
+  agentuse_dir TEXT, agentuse_name TEXT, log_path TEXT,
+  status TEXT, last_ms INTEGER,
+  found TEXT NOT NULL,           -- how the listing found it (catalog_index.Found)
+  info TEXT NOT NULL,            -- SessionInfo JSON: what `sessions list --json` shows
+  read_from TEXT NOT NULL,       -- the rows': agentuse, log, store
   head_size INTEGER, head_mtime_ns INTEGER,  -- of its head: its log, else its tree
   tree_stamp TEXT,               -- digest of every file of its tree ('': look again)
   newest_ns INTEGER NOT NULL,    -- newest mtime of its files, when last looked at
@@ -121,6 +119,7 @@ CREATE TABLE model_calls (
 CREATE TABLE roots (              -- the store and its WAL, the log directories, the trees'
   path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
 CREATE INDEX conversations_checked ON conversations (checked_ns);
+CREATE INDEX conversations_name ON conversations (name);
 CREATE INDEX texts_conversation ON texts (conversation);
 CREATE INDEX turns_conversation ON turns (conversation);
 CREATE INDEX subagents_conversation ON subagent_sessions (conversation);
@@ -128,12 +127,12 @@ CREATE INDEX tool_calls_conversation ON tool_calls (conversation);
 CREATE INDEX model_calls_conversation ON model_calls (conversation);
 CREATE INDEX model_calls_at ON model_calls (at_ms);
 """
-_UPDATE = ", ".join(f"{c} = excluded.{c}" for c in (
-    "user", "name", "agent", "status", "model", "first_ms", "last_ms", "store_first_ms",
-    "store_last_ms", "turns", "items", "agentuse_dir", "log_path", "origin", "read_from",
-    "problems", "head_size", "head_mtime_ns", "tree_stamp", "newest_ns", "checked_ns"))
-_FOUND_COLUMNS = ("key, user, name, agentuse_dir, log_path, origin, items, store_first_ms, "
-                  "store_last_ms")  # a catalog_index.Found, in order
+_COLUMNS = ("key", "user", "name", "agentuse_dir", "agentuse_name", "log_path", "status",
+            "last_ms", "found", "info", "read_from", "head_size", "head_mtime_ns", "tree_stamp",
+            "newest_ns", "checked_ns")
+_UPSERT = (f"INSERT INTO conversations ({', '.join(_COLUMNS)}) "
+           f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (key) DO UPDATE SET "
+           f"{', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[1:])} RETURNING id")
 _PER_CONVERSATION = ("subagent_sessions", "turns", "texts", "tool_calls", "model_calls")
 
 class CatalogUnavailable(RuntimeError):
@@ -174,26 +173,6 @@ class UsageRow:
     cached_tokens: int
     reasoning_tokens: int
     cost: float
-
-
-@dataclass(frozen=True)
-class ConversationRow:
-    """One conversation as the catalog holds it."""
-
-    user: str | None
-    session: str
-    agent: str | None
-    status: str | None
-    model: str | None
-    first_ms: int | None
-    last_ms: int | None
-    turns: int
-    items: int
-    agentuse_dir: str | None
-    log_path: str | None
-    origin: str
-    read_from: str
-    problems: list[str]
 
 
 @dataclass
@@ -281,24 +260,19 @@ def _tree_stamp(directory: str, started_ns: int) -> tuple[str | None, int]:
 # -- finding the conversations --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Roots:
-    store_file: Path
-    logs_root: Path
-    agentuse_roots: tuple[Path, ...]
+def _root_paths(where: Locations) -> list[str]:
+    """What says that a conversation came or went: the store (and its WAL), the log
+    directories, the AgentUse root."""
+    paths = [str(where.store_file), f"{where.store_file}-wal", str(where.logs_root)]
+    with suppress(OSError):
+        paths += sorted(e.path for e in os.scandir(where.logs_root)
+                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    return paths + ([str(where.agentuse_root)] if where.agentuse_root is not None else [])
 
-    def global_paths(self) -> list[str]:
-        """What says that a conversation came or went: the store (and its WAL), the log
-        directories, the AgentUse roots."""
-        paths = [str(self.store_file), f"{self.store_file}-wal", str(self.logs_root)]
-        with suppress(OSError):
-            paths += sorted(e.path for e in os.scandir(self.logs_root)
-                            if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
-        return paths + [str(root) for root in self.agentuse_roots]
 
-    def describe(self) -> str:
-        return dumps_compact([str(self.store_file), str(self.logs_root),
-                              [str(r) for r in self.agentuse_roots]]).decode()
+def _describe(where: Locations) -> str:
+    return dumps_compact([str(where.store_file), str(where.logs_root),
+                          str(where.agentuse_root) if where.agentuse_root else None]).decode()
 
 
 # -- the catalog ----------------------------------------------------------------------------
@@ -327,6 +301,7 @@ class Catalog:
         self.busy_timeout = busy_timeout
         self.deep_slice = deep_slice
         self._conn: sqlite3.Connection | None = None
+        self._nothing = False  # the last refresh found no layout and no catalog
         self._rebuilt = False
 
     def __enter__(self) -> Catalog:
@@ -418,7 +393,13 @@ class Catalog:
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        """The connection; sqlite errors as CatalogUnavailable."""
+        """The connection (an empty one in memory when nothing is recorded); sqlite errors
+        as CatalogUnavailable."""
+        if self._nothing:
+            with closing(sqlite3.connect(":memory:")) as empty:
+                empty.executescript(_SCHEMA)
+                yield empty
+            return
         conn = self._connection()
         try:
             yield conn
@@ -427,9 +408,8 @@ class Catalog:
 
     # -- refresh ----------------------------------------------------------------------
 
-    def refresh(self, store_file: Path, logs_root: Path, agentuse_roots: Sequence[Path],
-                progress: Callable[[int, int], None] | None = None, *,
-                full: bool = False) -> RefreshSummary:
+    def refresh(self, where: Locations, progress: Callable[[int, int], None] | None = None,
+                *, full: bool = False) -> RefreshSummary:
         """Bring the catalog in line with the layouts, re-reading only the conversations
         whose sources changed (a corrupt catalog is rebuilt from scratch).
 
@@ -438,8 +418,12 @@ class Catalog:
         changed in the last :data:`HOT_NS` and of the ``deep_slice`` least recently
         checked; ``full`` states every source of every conversation. ``progress`` is
         called with (conversations re-read, conversations to re-read) after each."""
-        where = Roots(Path(store_file), Path(logs_root),
-                           tuple(Path(r) for r in agentuse_roots))
+        if not os.path.lexists(self.path) and not any(
+                os.path.lexists(path) for path in (where.store_file, where.logs_root,
+                                                   where.agentuse_root) if path is not None):
+            self._nothing = True  # nothing recorded: answer from an empty catalog in memory
+            return RefreshSummary()
+        self._nothing = False
         try:
             return self._refresh(where, progress, full)
         except sqlite3.DatabaseError as exc:
@@ -449,7 +433,7 @@ class Catalog:
             self._remove()
             return self._refresh(where, progress, full)
 
-    def _refresh(self, where: Roots, progress: Callable[[int, int], None] | None,
+    def _refresh(self, where: Locations, progress: Callable[[int, int], None] | None,
                  full: bool) -> RefreshSummary:
         conn = self._connection()
         summary = RefreshSummary(rebuilt=self._rebuilt)
@@ -468,29 +452,31 @@ class Catalog:
         summary.conversations = conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0]
         return summary
 
-    def _reconcile(self, conn: sqlite3.Connection, where: Roots, started: int,
+    def _reconcile(self, conn: sqlite3.Connection, where: Locations, started: int,
                    summary: RefreshSummary, progress: Callable[[int, int], None] | None,
                    full: bool) -> None:
         roots = conn.execute("SELECT path, size, mtime_ns FROM roots").fetchall()
         same_place = conn.execute("SELECT value FROM meta WHERE key = 'locations'"
-                                  ).fetchone() == (where.describe(),)
+                                  ).fetchone() == (_describe(where),)
         new: list[Found] = []
         if not (same_place and roots and not _changed(roots)
-                and sorted(r[0] for r in roots) == sorted(where.global_paths())):
+                and sorted(r[0] for r in roots) == sorted(_root_paths(where))):
             new = self._found_again(conn, where, started, summary)
         due = self._due(conn, started, full)
         if not new and not due:
             return
         from .catalog_index import Found  # the layouts' readers: only when something is read
 
+        listed = {item.key for item in new}
         changed = new + [Found(*row) for row in conn.execute(
-            f"SELECT {_FOUND_COLUMNS} FROM conversations WHERE id IN "
-            "(SELECT value FROM json_each(?))", (dumps_compact(sorted(due)).decode(),))]
+            "SELECT key, found FROM conversations WHERE id IN "
+            "(SELECT value FROM json_each(?))", (dumps_compact(sorted(due)).decode(),))
+            if row[0] not in listed]
         for done, item in enumerate(changed, start=1):
-            self._index(conn, item, started, summary)
+            self._index(conn, item, where.store_file, started, summary)
             if progress is not None:
                 progress(done, len(changed))
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('locations', ?)", (where.describe(),))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('locations', ?)", (_describe(where),))
 
     def _due(self, conn: sqlite3.Connection, started: int, full: bool) -> set[int]:
         """The catalog's conversations whose files changed: every head is stated; every
@@ -524,36 +510,27 @@ class Catalog:
         conn.executemany("UPDATE conversations SET checked_ns = ? WHERE id = ?", checked)
         return due
 
-    def _found_again(self, conn: sqlite3.Connection, where: Roots, started: int,
+    def _found_again(self, conn: sqlite3.Connection, where: Locations, started: int,
                      summary: RefreshSummary) -> list[Found]:
-        """List the conversations again: drop the gone ones, update the store's counts;
-        the new ones and the moved ones (another tree, log or origin), to be read."""
-        roots = _recorded(where.global_paths(), started)  # before listing: a later change shows
+        """List the conversations again: drop the gone ones; the new ones and those found
+        otherwise than before (another tree, log or origin, the store's counts), to be
+        read."""
         from .catalog_index import Found, discover
 
-        stored = {row[1]: (row[0], Found(*row[1:])) for row in conn.execute(
-            f"SELECT id, {_FOUND_COLUMNS} FROM conversations")}
+        roots = _recorded(_root_paths(where), started)  # before listing: a later change shows
+        stored = {key: (conversation, Found(key, found)) for conversation, key, found in
+                  conn.execute("SELECT id, key, found FROM conversations")}
         found = discover(where, {key: item for key, (_, item) in stored.items()})
         keys = {item.key for item in found}
         for key, (conversation, _) in stored.items():
             if key not in keys:
                 self._drop(conn, conversation)
                 summary.dropped += 1
-        to_read, counts = [], []
+        to_read = []
         for item in found:
             conversation, before = stored.get(item.key, (0, None))
-            if before is None:
+            if before is None or before.found != item.found:
                 to_read.append(item)
-            elif (before.agentuse_dir, before.log_path, before.origin) != \
-                    (item.agentuse_dir, item.log_path, item.origin):
-                self._drop(conn, conversation)
-                to_read.append(item)
-            elif (before.items, before.store_first_ms, before.store_last_ms) != \
-                    (item.items, item.store_first_ms, item.store_last_ms):
-                counts.append((item.items, item.store_first_ms, item.store_last_ms,
-                               conversation))
-        conn.executemany("UPDATE conversations SET items = ?, store_first_ms = ?, "
-                         "store_last_ms = ? WHERE id = ?", counts)
         conn.execute("DELETE FROM roots")
         conn.executemany("INSERT INTO roots VALUES (?, ?, ?)", roots)
         return to_read
@@ -562,39 +539,30 @@ class Catalog:
         self._clear(conn, conversation)
         conn.execute("DELETE FROM conversations WHERE id = ?", (conversation,))
 
-    def _index(self, conn: sqlite3.Connection, item: Found, started: int,
+    def _index(self, conn: sqlite3.Connection, item: Found, store_file: Path, started: int,
                summary: RefreshSummary) -> None:
         """(Re-)read one conversation: its head and tree stated first, so that a change
         made while it is read shows at the next refresh."""
         from .catalog_index import read
 
-        head = item.log_path or item.agentuse_dir
+        paths = loads(item.found)["info"]
+        directory, log = paths["agentuse_dir"], paths["log_path"]
+        head = log or directory
         ((_, head_size, head_mtime),) = _recorded([head] if head else [], started) or \
             [("", _MISSING, _MISSING)]
-        stamp, newest = _tree_stamp(item.agentuse_dir, started) if item.agentuse_dir \
-            else (None, 0)
-        reading = read(item)
-        session, rows = reading.session, reading.rows
+        stamp, newest = _tree_stamp(directory, started) if directory else (None, 0)
+        reading = read(item, store_file)
+        info = reading.info
         summary.problems += reading.problems
         summary.reindexed += 1
-        starts = [r[3] for r in rows.turns if r[3] is not None]
-        ends = [r[4] for r in rows.turns if r[4] is not None]
-        conversation = conn.execute(
-            "INSERT INTO conversations (key, user, name, agent, status, model, first_ms, "
-            "last_ms, store_first_ms, store_last_ms, turns, items, agentuse_dir, log_path, "
-            "origin, read_from, problems, head_size, head_mtime_ns, tree_stamp, newest_ns, "
-            "checked_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
-            f"ON CONFLICT (key) DO UPDATE SET {_UPDATE} RETURNING id",
-            (item.key, item.user, item.name, session.agent if session else None,
-             session.status if session else None, session.model if session else None,
-             min(starts, default=None), max(ends, default=None), item.store_first_ms,
-             item.store_last_ms, len(rows.turns), item.items, item.agentuse_dir,
-             item.log_path, item.origin, reading.read_from,
-             dumps_compact(reading.problems).decode(),
-             head_size, head_mtime, stamp, max(newest, head_mtime), started),
-        ).fetchone()[0]
+        conversation = conn.execute(_UPSERT, (
+            item.key, info.user_id, info.session_name, directory,
+            os.path.basename(directory) if directory else None, log, info.status,
+            info.last_ms, item.found, dumps_compact(info.to_json()).decode(),
+            reading.read_from, head_size, head_mtime, stamp, max(newest, head_mtime),
+            started)).fetchone()[0]
         self._clear(conn, conversation)
-        self._insert(conn, conversation, rows)
+        self._insert(conn, conversation, reading.rows)
 
     def _clear(self, conn: sqlite3.Connection, conversation: int) -> None:
         conn.execute("INSERT INTO texts_fts (texts_fts, rowid, content) "
@@ -675,14 +643,35 @@ class Catalog:
         with self._reading() as conn:
             return [UsageRow(*row) for row in conn.execute(sql, params)]
 
-    def conversations(self, user: str | None = None) -> list[ConversationRow]:
-        """Every conversation (of ``user``), newest activity first."""
+    def conversations(self, user: str | None = None) -> list[SessionInfo]:
+        """Every conversation (of ``user``, and then no AgentUse-only one) as ``sessions
+        list`` shows it, in its order (:func:`~sessiontape.storage.sessions.listing_order`);
+        ``running`` becomes ``crashed`` when its recorder is gone."""
         where, params = ("WHERE user = ?", [user]) if user is not None else ("", [])
-        sql = ("SELECT user, name, agent, status, model, "
-               "MIN(COALESCE(first_ms, store_first_ms), COALESCE(store_first_ms, first_ms)), "
-               "MAX(COALESCE(last_ms, store_last_ms), COALESCE(store_last_ms, last_ms)) last, "
-               "turns, items, agentuse_dir, log_path, origin, read_from, problems "
-               f"FROM conversations {where} ORDER BY last IS NULL, last DESC, user, name")
         with self._reading() as conn:
-            rows = [list(row) for row in conn.execute(sql, params)]
-        return [ConversationRow(*[*row[:-1], loads(row[-1])]) for row in rows]
+            texts = [text for (text,) in conn.execute(f"SELECT info FROM conversations {where}",
+                                                      params)]
+        from .sessions import listing_order
+
+        return sorted(_infos(texts), key=listing_order)
+
+    def find(self, query: str, user: str | None = None, *, by_id: bool = True) -> SessionInfo:
+        """The conversation ``sessions show QUERY`` means: named ``query``, else with an
+        AgentUse id starting with it (:func:`~sessiontape.storage.sessions.find_session`'s
+        rules and errors)."""
+        from .sessions import match_session
+
+        pattern = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        sql = ("SELECT info FROM conversations WHERE (name = ? OR (? AND agentuse_name LIKE ? "
+               "ESCAPE '\\')) AND (? IS NULL OR user = ?)")
+        with self._reading() as conn:
+            texts = [text for (text,) in conn.execute(sql, (query, by_id and bool(query),
+                                                            pattern, user, user))]
+        return match_session(query, _infos(texts), user, by_id=by_id)
+
+
+def _infos(texts: list[str]) -> list[SessionInfo]:
+    """The stored SessionInfo JSON texts as SessionInfo, statuses checked again."""
+    from .sessions import SessionInfo, recheck_status
+
+    return [recheck_status(SessionInfo.from_json(loads(text))) for text in texts]

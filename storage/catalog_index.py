@@ -11,19 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .agentuse_reader import (
-    OUR_VERSION_PREFIX,
-    SESSION_FILE,
-    CorruptFileError,
-    read_json_object,
-    split_session_dir_name,
-)
-from .db import connect_readonly, tables
+from .json_style import dumps_compact, loads
 from .ledger import (
     Exchange,
     LedgerConversation,
@@ -33,163 +25,47 @@ from .ledger import (
     read_conversation,
     response_of,
 )
-from .links import read_links
-from .replay_log import find_log_path, log_owner, owner_record_name, owner_record_path
-from .sessions import ORIGIN_AGENTUSE, ORIGIN_SESSIONTAPE, ORIGIN_SKILLED_CREW
-from .tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
-
-if TYPE_CHECKING:
-    from .catalog import Roots
+from .paths import Locations
+from .replay_log import owner_record_path
+from .sessions import SessionInfo, fill_session, gather_sessions
 
 __all__ = ["Found", "Reading", "Rows", "discover", "read"]
 
 
 @dataclass(frozen=True)
 class Found:
-    """A conversation found in the layouts, before any of its files is read."""
+    """A conversation as :func:`sessiontape.storage.sessions.gather_sessions` finds it,
+    before any of its files is read (``info`` is not filled), as stored JSON."""
 
-    key: str
-    user: str | None
-    name: str
-    agentuse_dir: str | None
-    log_path: str | None
-    origin: str
-    items: int = 0
-    store_first_ms: int | None = None
-    store_last_ms: int | None = None
+    key: str  # user NUL session name; NUL directory for a tree no pair links
+    found: str  # {"info": SessionInfo JSON, "log_owned": its log has an owner record}
 
+    @classmethod
+    def of(cls, info: SessionInfo) -> Found:
+        key = f"{info.user_id}\0{info.session_name}" if info.user_id is not None \
+            else f"\0{info.agentuse_dir}"
+        owned = info.log_path is not None and os.path.lexists(owner_record_path(info.log_path))
+        return cls(key, dumps_compact({"info": info.to_json(), "log_owned": owned}).decode())
 
-def _store_pairs(store_file: Path) -> tuple[dict[tuple[str, str], tuple[int, int, int]],
-                                            set[tuple[str, str]]]:
-    """Items, first and last ``created_at`` of each pair, and the pairs with compaction
-    records (sessiontape's)."""
-    conn = connect_readonly(store_file) if store_file.is_file() else None
-    if conn is None:
-        return {}, set()
-    with closing(conn):
-        names = tables(conn)
-        pairs = {} if "session_items" not in names else {
-            (user, name): (count, first, last) for user, name, count, first, last in
-            conn.execute("SELECT user_id, session_name, COUNT(*), MIN(created_at), "
-                         "MAX(created_at) FROM session_items GROUP BY user_id, session_name")}
-        compacted = {(user, name) for table in (ARCHIVE_TABLE, COMPACTIONS_TABLE)
-                     if table in names for user, name in conn.execute(
-                         f"SELECT DISTINCT user_id, session_name FROM {table}")}
-    return pairs, compacted
+    def info(self) -> SessionInfo:
+        """A fresh copy of the (unfilled) SessionInfo."""
+        return SessionInfo.from_json(loads(self.found)["info"])
+
+    def owned_log(self) -> tuple[Path, tuple[str, str]] | None:
+        """Its log and the pair the log's owner record names, if it has one."""
+        data = loads(self.found)
+        info = data["info"]
+        if not data["log_owned"] or info["log_path"] is None:
+            return None
+        return Path(info["log_path"]), (info["user_id"], info["session_name"])
 
 
-@dataclass(frozen=True)
-class _Log:
-    """A replay log found in a user directory, with the pair it belongs to."""
-
-    user: str
-    name: str
-    path: str
-    owned: bool  # it has an owner record (sessiontape's); else the names are its file's
-
-
-def _owner_pair(log_path: str) -> tuple[str, str] | None:
-    owner = log_owner(Path(log_path)) or {}
-    user, name = owner.get("user_id"), owner.get("session_name")
-    return (user, name) if isinstance(user, str) and isinstance(name, str) else None
-
-
-def _logs(logs_root: Path, known: dict[str, tuple[str, str]]) -> list[_Log]:
-    """Every log of every user directory with its pair: its owner record's (``known``
-    holds those already read, by log path), else its directory's and file's names."""
-    try:
-        users = sorted((e for e in os.scandir(logs_root)
-                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)),
-                       key=lambda e: e.name)
-    except OSError:
-        return []
-    found = []
-    for user_dir in users:
-        try:
-            names = {entry.name for entry in os.scandir(user_dir.path)}
-        except OSError:
-            continue
-        for file in sorted(n for n in names if n.endswith(".jsonl") and not n.startswith(".")):
-            path = os.path.join(user_dir.path, file)
-            owned = owner_record_name(file) in names
-            pair = (known.get(path) or _owner_pair(path)) if owned else None
-            found.append(_Log(*(pair or (user_dir.name, file.removesuffix(".jsonl"))), path,
-                              owned))
-    return found
-
-
-def _tree_sessions(root: Path, known: set[str]) -> Iterator[tuple[str, str]]:
-    """``(ULID, directory)`` of each top-level session of ``root`` with a ``session.json``
-    (not looked for again in the ``known`` directories)."""
-    try:
-        entries = sorted(os.scandir(root), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        split = split_session_dir_name(entry.name)
-        if split and entry.is_dir(follow_symlinks=False) and (
-                entry.path in known or os.path.lexists(os.path.join(entry.path, SESSION_FILE))):
-            yield split[0], entry.path
-
-
-def _tree_origin(directory: str) -> str:
-    try:
-        version = read_json_object(Path(directory) / SESSION_FILE).get("version", "")
-    except CorruptFileError:
-        return ORIGIN_AGENTUSE
-    return ORIGIN_SESSIONTAPE if str(version).startswith(OUR_VERSION_PREFIX) \
-        else ORIGIN_AGENTUSE
-
-
-def discover(where: Roots, known: dict[str, Found]) -> list[Found]:
-    """Every conversation of the store, the logs and the AgentUse roots (the rules of
-    ``sessions list``: docs/cli.md). ``known`` (the catalog's conversations, by key) saves
-    reading again what cannot have changed: a log's owner record, a tree's origin."""
-    pairs, compacted = _store_pairs(where.store_file)
-    links = {(user, name): str(directory)
-             for user, name, directory in read_links(where.store_file)}
-    listed = _logs(where.logs_root, {item.log_path: (item.user, item.name)
-                                     for item in known.values()
-                                     if item.log_path is not None and item.user is not None})
-    by_path = {log.path: log for log in listed}
-    owned = {(log.user, log.name): log for log in listed if log.owned}
-    logs: dict[tuple[str, str], _Log | None] = {}
-    for pair in sorted({*pairs, *links}):
-        logs[pair] = owned.get(pair)
-        if logs[pair] is None:
-            path = find_log_path(*pair, where.logs_root)
-            logs[pair] = None if path is None else by_path.get(str(path)) or \
-                _Log(*pair, str(path), os.path.lexists(owner_record_path(path)))
-    taken = {log.path for log in logs.values() if log is not None}
-    for other in listed:
-        if other.path not in taken and (other.user, other.name) not in logs:
-            logs[(other.user, other.name)] = other
-    tree_dirs = {item.agentuse_dir for item in known.values() if item.agentuse_dir}
-    trees = {ulid: d for root in where.agentuse_roots for ulid, d in _tree_sessions(root,
-                                                                                   tree_dirs)}
-    found = []
-    for (user, name), log in logs.items():
-        directory = links.get((user, name))
-        if directory is not None:
-            ulid = (split_session_dir_name(os.path.basename(directory)) or ("",))[0]
-            if trees.get(ulid) != directory and not os.path.isdir(directory):
-                directory = trees.get(ulid, directory)
-            trees.pop(ulid, None)
-        mine = directory is not None or (user, name) in compacted or \
-            (log is not None and log.owned)
-        items, first, last = pairs.get((user, name), (0, None, None))
-        found.append(Found(f"{user}\0{name}", user, name, directory,
-                            log.path if log is not None else None,
-                            ORIGIN_SESSIONTAPE if mine else ORIGIN_SKILLED_CREW,
-                            items, first, last))
-    for directory in trees.values():
-        key = f"\0{directory}"
-        origin = known[key].origin if key in known else _tree_origin(directory)
-        found.append(Found(key, None, os.path.basename(directory), directory, None, origin))
-    return found
-
-
-# -- reading one conversation into rows -----------------------------------------------------
+def discover(where: Locations, known: dict[str, Found]) -> list[Found]:
+    """Every conversation of the store, the logs and the AgentUse root, by the rules of
+    ``sessions list`` (docs/cli.md); ``known`` (the catalog's) saves reading the owner
+    records of known logs again."""
+    owners = dict(owned for item in known.values() if (owned := item.owned_log()))
+    return [Found.of(info) for info in gather_sessions(None, where, owners)]
 
 
 @dataclass
@@ -280,28 +156,33 @@ def session_rows(session: Session, rows: Rows, turn: int | None) -> None:
 
 @dataclass
 class Reading:
-    """What one conversation's files say: its (top) session, its rows, what it was read
-    from (``agentuse``, ``log``; ``store`` when neither could be read) and the problems
-    read around."""
+    """What one conversation's files say: its session as ``sessions list`` shows it
+    (``info``, filled), its (top) ledger session, its rows, and what those were read from
+    (``agentuse``, ``log``; ``store`` when neither could be read)."""
 
+    info: SessionInfo
     session: Session | None
     rows: Rows
     read_from: str
-    problems: list[str]
+    problems: list[str]  # the listing's, then those the rows' reader met besides
 
 
-def read(item: Found) -> Reading:
-    """Read one conversation into rows (its tree when it has one, else its log)."""
-    problems: list[str] = []
-    source = LedgerConversation(item.user, item.name,
-                                Path(item.agentuse_dir) if item.agentuse_dir else None,
-                                Path(item.log_path) if item.log_path else None, item.origin)
+def read(item: Found, store_file: Path) -> Reading:
+    """Read one conversation: its listing (tree totals, log turns and times, and the
+    stored turns of one with neither) and its rows (its tree when it has one, else its
+    log)."""
+    info = fill_session(item.info(), store_file=store_file)
+    source = LedgerConversation(info.user_id, info.session_name, info.agentuse_dir,
+                                info.log_path, info.origin)
     rows = Rows()
+    problems: list[str] = []
     try:
         session, read_from = read_conversation(source, problems)
     except LedgerSourceError as exc:
-        if item.agentuse_dir or item.log_path:
+        if info.agentuse_dir or info.log_path:
             problems.append(str(exc))
-        return Reading(None, rows, "store", problems)
-    session_rows(session, rows, None)
-    return Reading(session, rows, read_from, problems)
+        session, read_from = None, "store"
+    if session is not None:
+        session_rows(session, rows, None)
+    return Reading(info, session, rows, read_from,
+                   info.problems + [p for p in problems if p not in info.problems])

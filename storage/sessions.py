@@ -51,7 +51,7 @@ import asyncio
 import os
 import shutil
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +63,7 @@ from .agentuse_reader import (
     LoadedMessage,
     LoadedSession,
     load_session,
+    read_json_object,
     split_session_dir_name,
 )
 from .db import PAIR, connect, connect_readonly, immediate, tables
@@ -101,6 +102,9 @@ __all__ = [
     "find_session",
     "gather_sessions",
     "list_sessions",
+    "listing_order",
+    "match_session",
+    "recheck_status",
     "session_locations",
     "show_session",
 ]
@@ -666,8 +670,22 @@ def list_sessions(user_id: str | None = None, *, locations: Locations | None = N
     sessions = [fill_session(info, with_usage=with_usage)
                 for info in gather_sessions(user_id, where)]
     _count_store_turns(where.store_file, [s for s in sessions if _needs_store_turns(s)])
-    return sorted(sessions,
-                  key=lambda i: (-(i.last_ms or 0), i.user_id or "", i.session_name))
+    return sorted(sessions, key=listing_order)
+
+
+def listing_order(info: SessionInfo) -> tuple[int, str, str]:
+    """The order of ``sessions list``: newest activity first, then user and name."""
+    return -(info.last_ms or 0), info.user_id or "", info.session_name
+
+
+def recheck_status(info: SessionInfo) -> SessionInfo:
+    """``info`` read earlier, with ``running`` made ``crashed`` if its recorder is gone
+    since."""
+    if info.status == "running" and info.agentuse_dir is not None:
+        with suppress(CorruptFileError, OSError):
+            info.status = reported_status(read_json_object(info.agentuse_dir / "session.json"),
+                                          info.agentuse_dir)
+    return info
 
 
 def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
@@ -680,29 +698,33 @@ def find_session(query: str, user_id: str | None = None, *, by_id: bool = True,
     conversations that match are read.
     """
     where = locations or Locations.resolve()
-    sessions = gather_sessions(user_id, where)
+    return match_session(query, gather_sessions(user_id, where), user_id, by_id=by_id,
+                         fill=lambda info: fill_session(info, store_file=where.store_file))
 
-    def filled(info: SessionInfo) -> SessionInfo:
-        return fill_session(info, store_file=where.store_file)
 
+def match_session(query: str, sessions: Sequence[SessionInfo], user_id: str | None = None,
+                  *, by_id: bool = True,
+                  fill: Callable[[SessionInfo], SessionInfo] = lambda info: info) -> SessionInfo:
+    """:func:`find_session`'s choice among ``sessions`` (of ``user_id``), each match
+    passed through ``fill``."""
     named = [s for s in sessions if s.session_name == query]
     if len(named) == 1:
-        return filled(named[0])
+        return fill(named[0])
     if len(named) > 1:
         raise AmbiguousSessionError(
             f"{len(named)} users have a session named {query!r}; choose one with --user",
-            [filled(s) for s in named])
+            [fill(s) for s in named])
     if by_id and query:
         prefix = query.upper()
         matched = [s for s in sessions if s.agentuse_dir is not None and s.agentuse_id
                    and (s.agentuse_id.startswith(prefix)
                         or s.agentuse_dir.name.startswith(query))]
         if len(matched) == 1:
-            return filled(matched[0])
+            return fill(matched[0])
         if len(matched) > 1:
             raise AmbiguousSessionError(
                 f"{len(matched)} sessions have an AgentUse id starting with {query!r}",
-                [filled(s) for s in matched])
+                [fill(s) for s in matched])
     whose = f" of user {user_id!r}" if user_id is not None else ""
     how = " (nor an AgentUse session id starting with it)" if by_id else ""
     raise UnknownSessionError(f"no session named {query!r}{whose}{how}")

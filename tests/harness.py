@@ -171,9 +171,12 @@ def snapshot(root: Path, *, mtimes: bool = False, sqlite_sidecars: bool = False
              ) -> dict[str, Any]:
     """Every entry under ``root``, links not followed: a file's bytes (with its mtime in ns
     when ``mtimes``), ``"dir"``, a link's target or ``"special"``. SQLite's -wal and -shm
-    files are left out (readers may touch them) unless ``sqlite_sidecars``."""
+    files are left out (readers may touch them) unless ``sqlite_sidecars``, and so is an
+    isolated home's cache directory (``home/cache``: the catalog, which readers write)."""
     found: dict[str, Any] = {}
     for top, dirs, files in os.walk(root):
+        if Path(top).name == "home":
+            dirs[:] = [d for d in dirs if d != "cache"]
         kept = [f for f in files if sqlite_sidecars or not f.endswith(("-wal", "-shm"))]
         for name in dirs + kept:
             path = Path(top, name)

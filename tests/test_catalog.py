@@ -42,7 +42,8 @@ from sessiontape.storage.catalog import (
 )
 from sessiontape.storage.file_writes import atomic_write
 from sessiontape.storage.log_reader import SessionLogReader
-from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.paths import Locations, SkilletPaths
+from sessiontape.storage.sessions import UnknownSessionError, find_session, list_sessions
 
 pytestmark = pytest.mark.xdist_group("catalog")
 
@@ -107,7 +108,11 @@ class Where:
     root: Path
 
     def refresh(self, catalog: Catalog, *, full: bool = False) -> Any:
-        return catalog.refresh(self.store, self.logs, [self.root], full=full)
+        return catalog.refresh(self.locations, full=full)
+
+    @property
+    def locations(self) -> Locations:
+        return Locations(self.store, self.logs, self.root)
 
 
 def where_of(rec: Recorder) -> Where:
@@ -258,23 +263,47 @@ def test_usage_totals_equal_the_step_finish_parts_and_model_call_lines(world: Wo
         world.catalog.usage("weekly")
 
 
-def test_conversations_lists_every_layout(world: World) -> None:
-    rows = {(r.user, r.session): r for r in world.catalog.conversations()}
+def test_conversations_are_what_sessions_list_reads_from_the_files(world: World) -> None:
+    """The catalog's listing is ``list_sessions``'s, field for field (the same rules, the
+    same order), for all users and for one."""
+    listed = world.catalog.conversations()
+    assert [i.to_json() for i in listed] == \
+        [i.to_json() for i in list_sessions(locations=world.where.locations)]
+    assert [i.to_json() for i in world.catalog.conversations(user=BOB)] == \
+        [i.to_json() for i in list_sessions(BOB, locations=world.where.locations)]
+    rows = {(r.user_id, r.session_name): r for r in listed}
     trip = rows[(ANN, "trip")]
-    assert (trip.turns, trip.read_from, trip.origin, trip.agent, trip.status) == \
-        (2, "agentuse", "sessiontape", "Planner", "completed")
-    assert trip.items > 0 and trip.agentuse_dir == str(world.trip_dir)
+    assert (trip.turns, trip.origin, trip.agent, trip.status) == \
+        (2, "sessiontape", "Planner", "completed")
+    assert "agentuse" in trip.sources and trip.items > 0 and trip.agentuse_dir == world.trip_dir
     logonly = rows[(ANN, "logonly")]
-    assert (logonly.turns, logonly.read_from, logonly.log_path) == \
-        (2, "log", str(world.logonly_log))
-    assert [r.session for r in world.catalog.conversations(user=BOB)] == ["squares"]
+    assert (logonly.turns, logonly.log_path, "agentuse" in logonly.sources) == \
+        (2, world.logonly_log, False)  # its tree is gone, its link is left
     if world.foreign:
-        foreign = [r for r in rows.values() if r.user is None]
+        foreign = [r for r in listed if r.user_id is None]
         assert {r.origin for r in foreign} == {"agentuse"} and len(foreign) == 4
-        crew = [r for r in rows.values() if r.user == "john_example_com"]
+        crew = [r for r in listed if r.user_id == "john_example_com"]
         assert {r.origin for r in crew} == {"skilled_crew"} and len(crew) == 2
         assert sessions(world.catalog.search('"README says hello"')) == \
-            {r.session for r in foreign if r.session.endswith("-tools")}
+            {r.session_name for r in foreign if r.session_name.endswith("-tools")}
+
+
+def test_find_is_what_find_session_finds(world: World) -> None:
+    """By name, by AgentUse id prefix (of a tree no pair links), with --user, and the
+    same errors for an unknown name."""
+    where = world.where.locations
+    for query, user in (("trip", None), ("squares", BOB), ("logonly", ANN)):
+        assert world.catalog.find(query, user).to_json() == \
+            find_session(query, user, locations=where).to_json()
+    if world.foreign:
+        tree = next(r for r in world.catalog.conversations() if r.user_id is None)
+        assert tree.agentuse_id is not None
+        prefix = tree.agentuse_id[:20].lower()
+        assert world.catalog.find(prefix).session_name == tree.session_name
+    with pytest.raises(UnknownSessionError, match="no session named 'nobody'"):
+        world.catalog.find("nobody")
+    with pytest.raises(UnknownSessionError):
+        world.catalog.find("trip", BOB)
 
 
 def test_a_no_change_refresh_re_reads_nothing(world: World) -> None:
@@ -332,8 +361,8 @@ def test_refresh_follows_a_new_turn_an_edit_and_a_deletion() -> None:
         summary = where.refresh(catalog)
         assert (summary.reindexed, summary.dropped, summary.conversations) == (1, 0, 2)
         assert [(h.session, h.turn) for h in catalog.search('"alpha second"')] == [("alpha", 2)]
-        assert {(r.session, r.turns) for r in catalog.conversations()} == {("alpha", 2),
-                                                                          ("beta", 1)}
+        assert {(r.session_name, r.turns) for r in catalog.conversations()} == {("alpha", 2),
+                                                                               ("beta", 1)}
 
         beta_dir = recs["beta"].session_dir
         assert beta_dir is not None
@@ -349,7 +378,7 @@ def test_refresh_follows_a_new_turn_an_edit_and_a_deletion() -> None:
         summary = where.refresh(catalog)
         assert (summary.reindexed, summary.dropped, summary.conversations) == (0, 1, 1)
         assert catalog.search("beta") == []
-        assert [r.session for r in catalog.conversations()] == ["alpha"]
+        assert [r.session_name for r in catalog.conversations()] == ["alpha"]
         assert {r.key for r in catalog.usage("session")} == {"alpha"}
 
 
@@ -361,7 +390,7 @@ def test_a_deleted_tree_is_read_from_its_log_and_deleting_the_catalog_loses_noth
     with Catalog() as catalog:
         where.refresh(catalog)
         before = catalog.search("gamma")
-        assert catalog.conversations()[0].read_from == "agentuse"
+        assert "agentuse" in catalog.conversations()[0].sources
     path.unlink()
     with Catalog() as catalog:
         summary = where.refresh(catalog)
@@ -372,7 +401,7 @@ def test_a_deleted_tree_is_read_from_its_log_and_deleting_the_catalog_loses_noth
         settle()
         assert where.refresh(catalog).reindexed == 1
         (row,) = catalog.conversations()
-        assert (row.read_from, row.turns) == ("log", 1)
+        assert ("agentuse" in row.sources, row.turns) == (False, 1)
         assert sessions(catalog.search('"gamma done"')) == {"gamma"}
 
 
@@ -451,7 +480,7 @@ def test_a_head_change_is_seen_at_once_however_old_the_conversation() -> None:
         summary = where.refresh(catalog)
         assert (summary.reindexed, summary.conversations) == (2, 2)
         assert [(h.session, h.turn) for h in catalog.search("kiwi")] == [("logged", 2)]
-        statuses = {r.session: r.status for r in catalog.conversations()}
+        statuses = {r.session_name: r.status for r in catalog.conversations()}
         assert statuses[treed.session_dir.name] == "error"
 
 

@@ -32,6 +32,7 @@ VERBS = {
     "sessions": Verb("sessions", "list, show, fork, clear and locate recorded conversations"),
     "search": Verb("catalog", "full-text search over every recorded conversation"),
     "usage": Verb("catalog", "tokens and cost by day, month, session, model or agent"),
+    "catalog": Verb("catalog", "refresh or locate the index that list, show, search and usage use"),
     "export": Verb("export", "write recorded conversations as an Agents Ledger (SQLite)"),
 }
 

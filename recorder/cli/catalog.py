@@ -1,14 +1,14 @@
-"""``sessiontape search`` and ``sessiontape usage``: questions answered from the catalog.
+"""``sessiontape search``, ``usage`` and ``catalog``: questions answered from the catalog.
 
-Both bring the catalog (:mod:`sessiontape.storage.catalog`, a cache of every
+``search`` and ``usage`` bring the catalog (:mod:`sessiontape.storage.catalog`, a cache of every
 conversation in the three layouts) up to date first, re-reading only what changed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-import time
 from datetime import datetime
 from typing import Any
 
@@ -21,8 +21,9 @@ from sessiontape.storage.catalog import (
     SearchHit,
     SearchSyntaxError,
     UsageRow,
+    default_catalog_path,
 )
-from sessiontape.storage.sessions import Locations
+from sessiontape.storage.paths import Locations
 from sessiontape.storage.times import ms_to_iso, parse_since
 
 from . import VERBS
@@ -37,6 +38,7 @@ from .console import (
     project_option,
     use_color,
 )
+from .finding import Progress, open_catalog
 
 # The JSON key that names a usage row's group.
 GROUP_KEYS = {"daily": "day", "monthly": "month", "session": "session", "model": "model",
@@ -48,41 +50,6 @@ def _when(text: str) -> datetime:
         return parse_since(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-class _Progress:
-    """``indexing N/M conversations`` on one line of a terminal's stderr, redrawn at most
-    every 0.1 s, while the catalog re-reads many conversations (a first build)."""
-
-    SHOWN_FROM = 50  # fewer conversations to re-read: no progress line
-
-    def __init__(self) -> None:
-        self.drawn = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        if total < self.SHOWN_FROM:
-            return
-        now = time.monotonic()
-        if done == total or now - self.drawn >= 0.1:
-            self.drawn = now
-            end = "\n" if done == total else ""
-            print(f"\rsessiontape: indexing {done}/{total} conversations", end=end,
-                  file=sys.stderr, flush=True)
-
-
-def _refreshed(args: argparse.Namespace) -> Catalog:
-    """The catalog, brought up to date with the layouts of ``--project``'s environment
-    (with a progress line when stderr is a terminal)."""
-    where = Locations.resolve(project_root=args.project)
-    roots = [where.agentuse_root] if where.agentuse_root is not None else []
-    catalog = Catalog()
-    try:
-        catalog.refresh(where.store_file, where.logs_root, roots,
-                        progress=_Progress() if sys.stderr.isatty() else None)
-    except BaseException:
-        catalog.close()
-        raise
-    return catalog
 
 
 def _plain(snippet: str) -> str:
@@ -110,7 +77,7 @@ def _hit_line(hit: SearchHit, style: Style) -> str:
 def cmd_search(args: argparse.Namespace) -> int:
     """Print the texts of every conversation that match QUERY."""
     try:
-        with _refreshed(args) as catalog:
+        with open_catalog(args.project) as catalog:
             hits = catalog.search(args.query, user=args.user, agent=args.agent, tool=args.tool,
                                   kind=args.kind, since=args.since, limit=args.limit)
     except SearchSyntaxError as exc:
@@ -158,7 +125,7 @@ def _usage_table(rows: list[UsageRow], group: str) -> list[str]:
 def cmd_usage(args: argparse.Namespace) -> int:
     """Print tokens and cost per day, month, session, model or agent."""
     try:
-        with _refreshed(args) as catalog:
+        with open_catalog(args.project) as catalog:
             rows = catalog.usage(args.group, since=args.since, until=args.until)
     except CatalogUnavailable as exc:
         eprint(f"sessiontape usage: {exc}")
@@ -168,6 +135,31 @@ def cmd_usage(args: argparse.Namespace) -> int:
         return EXIT_OK
     for line in _usage_table(rows, args.group):
         print(line)
+    return EXIT_OK
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    """``catalog path``: where the catalog is; ``catalog refresh [--full]``: bring it up to
+    date now and say what that did."""
+    if args.action == "path":
+        print(printable(str(default_catalog_path())))
+        return EXIT_OK
+    where = Locations.resolve(project_root=args.project)
+    try:
+        with Catalog() as catalog:
+            summary = catalog.refresh(where, full=args.full,
+                                      progress=Progress() if sys.stderr.isatty() else None)
+    except CatalogUnavailable as exc:
+        eprint(f"sessiontape catalog: {exc}")
+        return EXIT_FAILURE
+    for problem in summary.problems:
+        eprint(f"sessiontape catalog: warning: {printable(problem)}")
+    if args.json:
+        print_json({"path": str(default_catalog_path()), **dataclasses.asdict(summary)})
+        return EXIT_OK
+    how = "rebuilt" if summary.rebuilt else "refreshed"
+    print(printable(f"{how} {default_catalog_path()}: {summary.conversations} conversations, "
+                    f"{summary.reindexed} read, {summary.dropped} dropped"))
     return EXIT_OK
 
 
@@ -210,3 +202,19 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        help="an array of rows: the group's key, calls, input_tokens, "
                             "output_tokens, cached_tokens, reasoning_tokens, cost")
     usage.set_defaults(handler=cmd_usage)
+
+    catalog = verbs.add_parser(
+        "catalog", help=VERBS["catalog"].help,
+        description="The catalog is the index (a cache) that sessions list and show, search "
+                    "and usage answer from; every one of them brings it up to date first. "
+                    "'refresh --full' also states every file of every AgentUse tree, to see "
+                    "at once an old session's file edited in place, which otherwise shows "
+                    "within a few dozen refreshes.")
+    catalog.add_argument("action", choices=("refresh", "path"))
+    catalog.add_argument("--full", action="store_true",
+                         help="state every file of every tree, not only the recent ones")
+    project_option(catalog)
+    catalog.add_argument("--json", action="store_true",
+                         help="an object: path, conversations, reindexed, dropped, rebuilt, "
+                              "problems")
+    catalog.set_defaults(handler=cmd_catalog)

@@ -12,13 +12,8 @@ from sessiontape.storage.ledger import (
     LedgerSummary,
     export_ledger,
 )
-from sessiontape.storage.paths import Locations
 from sessiontape.storage.sessions import (
-    AmbiguousSessionError,
     SessionInfo,
-    SessionLookupError,
-    find_session,
-    list_sessions,
 )
 
 from . import VERBS
@@ -31,33 +26,18 @@ from .console import (
     printable,
     project_option,
 )
+from .finding import conversations, lookup
 
 PROG = "sessiontape export"
 
 
-def _lookup(name: str, user: str | None, where: Locations) -> SessionInfo | int:
-    """The conversation ``name`` names (as ``sessions show`` finds it), or the exit code
-    after saying why there is none: 1 unknown, 2 ambiguous."""
-    try:
-        return find_session(name, user, locations=where)
-    except AmbiguousSessionError as exc:
-        eprint(f"{PROG}: {exc}:")
-        for info in exc.candidates:
-            eprint(printable(f"  {info.session_name}  user {info.user_id or '-'}"
-                             f"  agentuse {info.agentuse_id or '-'}  origin {info.origin}"))
-        return EXIT_USAGE
-    except SessionLookupError as exc:
-        eprint(f"{PROG}: {exc}")
-        return EXIT_FAILURE
-
-
-def _selected(args: argparse.Namespace, where: Locations) -> list[SessionInfo] | int:
+def _selected(args: argparse.Namespace) -> list[SessionInfo] | int:
     """Each ``--session`` once, else every conversation (of ``--user``); or an exit code."""
     if not args.session:
-        return list_sessions(args.user, locations=where, with_usage=False)
+        return conversations(PROG, args.project, args.user)
     found: dict[tuple[str | None, str], SessionInfo] = {}
     for name in args.session:
-        info = _lookup(name, args.user, where)
+        info = lookup(PROG, name, args.user, args.project)
         if isinstance(info, int):
             return info
         found.setdefault((info.user_id, info.session_name), info)
@@ -79,8 +59,7 @@ def _summary_line(summary: LedgerSummary) -> str:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the chosen conversations into a new ledger file and say what it holds."""
-    where = Locations.resolve(project_root=args.project)
-    selected = _selected(args, where)
+    selected = _selected(args)
     if isinstance(selected, int):
         return selected
     # Oldest first: when two conversations repeat a layout's id, the older one keeps it.

@@ -12,15 +12,11 @@ from sessiontape.storage.items import clip, content_text, item_text
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.paths import Locations
 from sessiontape.storage.sessions import (
-    AmbiguousSessionError,
     SessionInfo,
-    SessionLookupError,
     SubagentView,
     TurnView,
     Usage,
     clear_session,
-    find_session,
-    list_sessions,
     session_locations,
     show_session,
     tool_output_text,
@@ -38,6 +34,7 @@ from .console import (
     project_option,
     use_color,
 )
+from .finding import conversations, lookup
 from .transcript import input_text, render_turns
 
 PROG = "sessiontape sessions"
@@ -74,20 +71,9 @@ def _user(info: SessionInfo) -> str:
     return info.user_id if info.user_id is not None else "-"
 
 
-def _lookup(query: str, user: str | None, where: Locations, *,
-            by_id: bool = True) -> SessionInfo | int:
-    """The session, or the exit code after saying why there is none."""
-    try:
-        return find_session(query, user, by_id=by_id, locations=where)
-    except AmbiguousSessionError as exc:
-        eprint(f"{PROG}: {exc}:")
-        for info in exc.candidates:
-            eprint(printable(f"  {info.session_name}  user {_user(info)}"
-                             f"  agentuse {info.agentuse_id or '-'}  origin {info.origin}"))
-        return EXIT_USAGE
-    except SessionLookupError as exc:
-        eprint(f"{PROG}: {exc}")
-        return EXIT_FAILURE
+def _lookup(args: argparse.Namespace, *, by_id: bool = True) -> SessionInfo | int:
+    """The conversation NAME names, or the exit code after saying why there is none."""
+    return lookup(PROG, args.name, args.user, args.project, by_id=by_id)
 
 
 def _warn(info: SessionInfo) -> None:
@@ -99,7 +85,7 @@ def _warn(info: SessionInfo) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    sessions = list_sessions(args.user, locations=_locations(args))
+    sessions = conversations(PROG, args.project, args.user)
     for info in sessions:
         _warn(info)
     if args.json:
@@ -228,7 +214,7 @@ def _store_turn_lines(view: TurnView, style: Style) -> Iterator[str]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     where = _locations(args)
-    found = _lookup(args.name, args.user, where)
+    found = _lookup(args)
     if isinstance(found, int):
         return found
     view = show_session(found, full=args.full, locations=where)
@@ -294,7 +280,7 @@ def _confirm(question: str) -> bool:
 
 def cmd_clear(args: argparse.Namespace) -> int:
     where = _locations(args)
-    found = _lookup(args.name, args.user, where, by_id=False)
+    found = _lookup(args, by_id=False)
     if isinstance(found, int):
         return found
     info = found
@@ -334,7 +320,7 @@ def cmd_path(args: argparse.Namespace) -> int:
     where = _locations(args)
     info = None
     if args.name is not None:
-        found = _lookup(args.name, args.user, where)
+        found = _lookup(args)
         if isinstance(found, int):
             return found
         info = found
@@ -368,7 +354,7 @@ def _fork_summary(result: ForkResult) -> str:
 def cmd_fork(args: argparse.Namespace) -> int:
     """Fork NAME at --at-turn as --as (see docs/cli.md, "sessions fork")."""
     where = _locations(args)
-    found = _lookup(args.name, args.user, where)
+    found = _lookup(args)
     if isinstance(found, int):
         return found
     _warn(found)

@@ -1,0 +1,93 @@
+"""Finding conversations for the verbs: from the catalog, else from the layouts.
+
+Every verb that names or lists conversations asks the catalog
+(:mod:`sessiontape.storage.catalog`), brought up to date first (with a progress line on a
+terminal while it reads many). When the catalog cannot be used (locked, read-only, of a
+newer sessiontape) one line on stderr says so and the layouts are read directly, with the
+same answer, only slower.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from sessiontape.storage.catalog import Catalog, CatalogUnavailable
+from sessiontape.storage.paths import Locations
+from sessiontape.storage.sessions import (
+    AmbiguousSessionError,
+    SessionInfo,
+    SessionLookupError,
+    find_session,
+    list_sessions,
+)
+
+from .console import EXIT_FAILURE, EXIT_USAGE, eprint, printable
+
+
+class Progress:
+    """``indexing N/M conversations`` on one line of a terminal's stderr, redrawn at most
+    every 0.1 s, while the catalog re-reads many conversations (a first build)."""
+
+    SHOWN_FROM = 50  # fewer conversations to re-read: no progress line
+
+    def __init__(self) -> None:
+        self.drawn = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.SHOWN_FROM:
+            return
+        now = time.monotonic()
+        if done == total or now - self.drawn >= 0.1:
+            self.drawn = now
+            end = "\n" if done == total else ""
+            print(f"\rsessiontape: indexing {done}/{total} conversations", end=end,
+                  file=sys.stderr, flush=True)
+
+
+def open_catalog(project: Path | None, *, full: bool = False) -> Catalog:
+    """The catalog, brought up to date with the layouts of ``project``'s environment (a
+    progress line when stderr is a terminal; ``full``: every tree stated). Raises
+    CatalogUnavailable."""
+    catalog = Catalog()
+    try:
+        catalog.refresh(Locations.resolve(project_root=project), full=full,
+                        progress=Progress() if sys.stderr.isatty() else None)
+    except BaseException:
+        catalog.close()
+        raise
+    return catalog
+
+
+def conversations(prog: str, project: Path | None, user: str | None) -> list[SessionInfo]:
+    """Every conversation (of ``user``), as ``sessions list`` shows them."""
+    try:
+        with open_catalog(project) as catalog:
+            return catalog.conversations(user)
+    except CatalogUnavailable as exc:
+        eprint(f"{prog}: {exc}")
+    return list_sessions(user, locations=Locations.resolve(project_root=project))
+
+
+def lookup(prog: str, query: str, user: str | None, project: Path | None, *,
+           by_id: bool = True) -> SessionInfo | int:
+    """The conversation ``query`` names (its name, else a prefix of its AgentUse id), or
+    the exit code after saying why there is none: 1 unknown, 2 ambiguous."""
+    try:
+        try:
+            with open_catalog(project) as catalog:
+                return catalog.find(query, user, by_id=by_id)
+        except CatalogUnavailable as exc:
+            eprint(f"{prog}: {exc}")
+        return find_session(query, user, by_id=by_id,
+                            locations=Locations.resolve(project_root=project))
+    except AmbiguousSessionError as exc:
+        eprint(f"{prog}: {exc}:")
+        for info in exc.candidates:
+            eprint(printable(f"  {info.session_name}  user {info.user_id or '-'}"
+                             f"  agentuse {info.agentuse_id or '-'}  origin {info.origin}"))
+        return EXIT_USAGE
+    except SessionLookupError as exc:
+        eprint(f"{prog}: {exc}")
+        return EXIT_FAILURE
