@@ -643,23 +643,33 @@ class Catalog:
         with self._reading() as conn:
             return [UsageRow(*row) for row in conn.execute(sql, params)]
 
-    def conversations(self, user: str | None = None) -> list[SessionInfo]:
+    def listing(self, user: str | None = None) -> list[dict[str, Any]]:
         """Every conversation (of ``user``, and then no AgentUse-only one) as ``sessions
-        list`` shows it, in its order (:func:`~sessiontape.storage.sessions.listing_order`);
-        ``running`` becomes ``crashed`` when its recorder is gone."""
+        list --json`` shows it, in its order
+        (:func:`~sessiontape.storage.sessions.listing_key`); ``running`` becomes
+        ``crashed`` when its recorder is gone."""
+        from .sessions import SessionInfo, listing_key, recheck_status
+
         where, params = ("WHERE user = ?", [user]) if user is not None else ("", [])
         with self._reading() as conn:
-            texts = [text for (text,) in conn.execute(f"SELECT info FROM conversations {where}",
-                                                      params)]
-        from .sessions import listing_order
+            found = [loads(text) for (text,) in
+                     conn.execute(f"SELECT info FROM conversations {where}", params)]
+        found = [recheck_status(SessionInfo.from_json(d)).to_json()
+                 if d["status"] == "running" else d for d in found]
+        return sorted(found, key=lambda d: listing_key(d["last_ms"], d["user_id"],
+                                                       d["session_name"]))
 
-        return sorted(_infos(texts), key=listing_order)
+    def conversations(self, user: str | None = None) -> list[SessionInfo]:
+        """:meth:`listing` as SessionInfo."""
+        from .sessions import SessionInfo
+
+        return [SessionInfo.from_json(data) for data in self.listing(user)]
 
     def find(self, query: str, user: str | None = None, *, by_id: bool = True) -> SessionInfo:
         """The conversation ``sessions show QUERY`` means: named ``query``, else with an
         AgentUse id starting with it (:func:`~sessiontape.storage.sessions.find_session`'s
         rules and errors)."""
-        from .sessions import match_session
+        from .sessions import SessionInfo, match_session, recheck_status
 
         pattern = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         sql = ("SELECT info FROM conversations WHERE (name = ? OR (? AND agentuse_name LIKE ? "
@@ -667,11 +677,5 @@ class Catalog:
         with self._reading() as conn:
             texts = [text for (text,) in conn.execute(sql, (query, by_id and bool(query),
                                                             pattern, user, user))]
-        return match_session(query, _infos(texts), user, by_id=by_id)
-
-
-def _infos(texts: list[str]) -> list[SessionInfo]:
-    """The stored SessionInfo JSON texts as SessionInfo, statuses checked again."""
-    from .sessions import SessionInfo, recheck_status
-
-    return [recheck_status(SessionInfo.from_json(loads(text))) for text in texts]
+        return match_session(query, [recheck_status(SessionInfo.from_json(loads(text)))
+                                     for text in texts], user, by_id=by_id)

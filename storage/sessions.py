@@ -102,7 +102,7 @@ __all__ = [
     "find_session",
     "gather_sessions",
     "list_sessions",
-    "listing_order",
+    "listing_key",
     "match_session",
     "recheck_status",
     "session_locations",
@@ -670,12 +670,13 @@ def list_sessions(user_id: str | None = None, *, locations: Locations | None = N
     sessions = [fill_session(info, with_usage=with_usage)
                 for info in gather_sessions(user_id, where)]
     _count_store_turns(where.store_file, [s for s in sessions if _needs_store_turns(s)])
-    return sorted(sessions, key=listing_order)
+    return sorted(sessions, key=lambda i: listing_key(i.last_ms, i.user_id, i.session_name))
 
 
-def listing_order(info: SessionInfo) -> tuple[int, str, str]:
+def listing_key(last_ms: int | None, user_id: str | None,
+                session_name: str) -> tuple[int, str, str]:
     """The order of ``sessions list``: newest activity first, then user and name."""
-    return -(info.last_ms or 0), info.user_id or "", info.session_name
+    return -(last_ms or 0), user_id or "", session_name
 
 
 def recheck_status(info: SessionInfo) -> SessionInfo:

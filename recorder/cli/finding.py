@@ -12,18 +12,15 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sessiontape.storage.catalog import Catalog, CatalogUnavailable
 from sessiontape.storage.paths import Locations
-from sessiontape.storage.sessions import (
-    AmbiguousSessionError,
-    SessionInfo,
-    SessionLookupError,
-    find_session,
-    list_sessions,
-)
 
 from .console import EXIT_FAILURE, EXIT_USAGE, eprint, printable
+
+if TYPE_CHECKING:
+    from sessiontape.storage.sessions import SessionInfo
 
 
 class Progress:
@@ -60,20 +57,29 @@ def open_catalog(project: Path | None, *, full: bool = False) -> Catalog:
     return catalog
 
 
-def conversations(prog: str, project: Path | None, user: str | None) -> list[SessionInfo]:
-    """Every conversation (of ``user``), as ``sessions list`` shows them."""
+def conversations(prog: str, project: Path | None, user: str | None) -> list[dict[str, Any]]:
+    """Every conversation (of ``user``), as ``sessions list --json`` shows them."""
+    from sessiontape.storage.sessions import list_sessions  # the read model: not for search
+
     try:
         with open_catalog(project) as catalog:
-            return catalog.conversations(user)
+            return catalog.listing(user)
     except CatalogUnavailable as exc:
         eprint(f"{prog}: {exc}")
-    return list_sessions(user, locations=Locations.resolve(project_root=project))
+    return [info.to_json()
+            for info in list_sessions(user, locations=Locations.resolve(project_root=project))]
 
 
 def lookup(prog: str, query: str, user: str | None, project: Path | None, *,
            by_id: bool = True) -> SessionInfo | int:
     """The conversation ``query`` names (its name, else a prefix of its AgentUse id), or
     the exit code after saying why there is none: 1 unknown, 2 ambiguous."""
+    from sessiontape.storage.sessions import (
+        AmbiguousSessionError,
+        SessionLookupError,
+        find_session,
+    )
+
     try:
         try:
             with open_catalog(project) as catalog:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sessiontape.storage.fork import ForkError, ForkResult, TurnRangeError, fork_session
 from sessiontape.storage.items import clip, content_text, item_text
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.paths import Locations
@@ -37,6 +36,9 @@ from .console import (
 from .finding import conversations, lookup
 from .transcript import input_text, render_turns
 
+if TYPE_CHECKING:
+    from sessiontape.storage.fork import ForkResult
+
 PROG = "sessiontape sessions"
 
 
@@ -46,11 +48,11 @@ def _cost(cost: float | None) -> str:
     return f"${cost:.4f}" if cost >= 0.01 or cost == 0 else f"${cost:.6f}"
 
 
-def _local_time(info: SessionInfo) -> str:
-    if info.last_ms is None:
+def _local_time(ms: int | None) -> str:
+    if ms is None:
         return "-"
     from datetime import datetime
-    return datetime.fromtimestamp(info.last_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _usage_text(usage: Usage, main: Usage | None) -> str:
@@ -76,8 +78,8 @@ def _lookup(args: argparse.Namespace, *, by_id: bool = True) -> SessionInfo | in
     return lookup(PROG, args.name, args.user, args.project, by_id=by_id)
 
 
-def _warn(info: SessionInfo) -> None:
-    for problem in info.problems:
+def _warn(problems: list[str]) -> None:
+    for problem in problems:
         eprint(f"{PROG}: warning: {printable(problem)}")
 
 
@@ -87,9 +89,9 @@ def _warn(info: SessionInfo) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     sessions = conversations(PROG, args.project, args.user)
     for info in sessions:
-        _warn(info)
+        _warn(info["problems"])
     if args.json:
-        print_json([info.to_json() for info in sessions])
+        print_json(sessions)
         return EXIT_OK
     if not sessions:
         whose = f" of user {args.user!r}" if args.user is not None else ""
@@ -97,10 +99,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     style = Style(use_color())
     header = ["NAME", "USER", "TURNS", "ITEMS", "TOKENS", "COST", "LAST ACTIVITY", "AGENTUSE DIR"]
-    rows = [[printable(info.session_name), printable(_user(info)), str(info.turns),
-             str(info.items), str(info.usage.tokens) if info.usage else "-",
-             _cost(info.usage.cost if info.usage else None), _local_time(info),
-             printable(str(info.agentuse_dir)) if info.agentuse_dir else "-"]
+    rows = [[printable(info["session_name"]), printable(info["user_id"] or "-"),
+             str(info["turns"]), str(info["items"]),
+             "-" if info["tokens"] is None else str(info["tokens"]), _cost(info["cost"]),
+             _local_time(info["last_ms"]), printable(info["agentuse_dir"] or "-")]
             for info in sessions]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     numeric = {2, 3, 4, 5}
@@ -218,7 +220,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     view = show_session(found, full=args.full, locations=where)
-    _warn(found)
+    _warn(found.problems)
     if args.json:
         print_json(view.to_json())
         return EXIT_OK
@@ -353,11 +355,14 @@ def _fork_summary(result: ForkResult) -> str:
 
 def cmd_fork(args: argparse.Namespace) -> int:
     """Fork NAME at --at-turn as --as (see docs/cli.md, "sessions fork")."""
+    # The fork writes every layout: its writers are loaded for this verb only.
+    from sessiontape.storage.fork import ForkError, TurnRangeError, fork_session
+
     where = _locations(args)
     found = _lookup(args)
     if isinstance(found, int):
         return found
-    _warn(found)
+    _warn(found.problems)
     if found.user_id is None:
         eprint(printable(f"{PROG}: {found.session_name!r} is an AgentUse session without a "
                          "user, stored items or log; only a conversation can be forked"))
