@@ -68,7 +68,7 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output")
 GROUPS = ("daily", "monthly", "session", "model", "agent")
@@ -91,7 +91,9 @@ CREATE TABLE conversations (
   name TEXT NOT NULL,
   agentuse_dir TEXT, agentuse_name TEXT, log_path TEXT,
   status TEXT, last_ms INTEGER,
-  found TEXT NOT NULL,           -- how the listing found it (catalog_index.Found)
+  found TEXT NOT NULL,           -- how the listing found it (SessionInfo JSON, not filled)
+  fingerprint TEXT NOT NULL,     -- of that: another one, and it is read again
+  log_owned INTEGER NOT NULL,    -- its log has an owner record
   info TEXT NOT NULL,            -- SessionInfo JSON: what `sessions list --json` shows
   read_from TEXT NOT NULL,       -- the rows': agentuse, log, store
   head_size INTEGER, head_mtime_ns INTEGER,  -- of its head: its log, else its tree
@@ -128,8 +130,8 @@ CREATE INDEX model_calls_conversation ON model_calls (conversation);
 CREATE INDEX model_calls_at ON model_calls (at_ms);
 """
 _COLUMNS = ("key", "user", "name", "agentuse_dir", "agentuse_name", "log_path", "status",
-            "last_ms", "found", "info", "read_from", "head_size", "head_mtime_ns", "tree_stamp",
-            "newest_ns", "checked_ns")
+            "last_ms", "found", "fingerprint", "log_owned", "info", "read_from", "head_size",
+            "head_mtime_ns", "tree_stamp", "newest_ns", "checked_ns")
 _UPSERT = (f"INSERT INTO conversations ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (key) DO UPDATE SET "
            f"{', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[1:])} RETURNING id")
@@ -468,10 +470,10 @@ class Catalog:
         from .catalog_index import Found  # the layouts' readers: only when something is read
 
         listed = {item.key for item in new}
-        changed = new + [Found(*row) for row in conn.execute(
-            "SELECT key, found FROM conversations WHERE id IN "
+        changed = new + [Found.stored(found, owned) for key, found, owned in conn.execute(
+            "SELECT key, found, log_owned FROM conversations WHERE id IN "
             "(SELECT value FROM json_each(?))", (dumps_compact(sorted(due)).decode(),))
-            if row[0] not in listed]
+            if key not in listed]
         for done, item in enumerate(changed, start=1):
             self._index(conn, item, where.store_file, started, summary)
             if progress is not None:
@@ -515,22 +517,21 @@ class Catalog:
         """List the conversations again: drop the gone ones; the new ones and those found
         otherwise than before (another tree, log or origin, the store's counts), to be
         read."""
-        from .catalog_index import Found, discover
+        from .catalog_index import discover
 
         roots = _recorded(_root_paths(where), started)  # before listing: a later change shows
-        stored = {key: (conversation, Found(key, found)) for conversation, key, found in
-                  conn.execute("SELECT id, key, found FROM conversations")}
-        found = discover(where, {key: item for key, (_, item) in stored.items()})
+        stored = {key: (conversation, fingerprint) for conversation, key, fingerprint in
+                  conn.execute("SELECT id, key, fingerprint FROM conversations")}
+        owners = {log: (user, name) for log, user, name in conn.execute(
+            "SELECT log_path, user, name FROM conversations WHERE log_owned")}
+        found = discover(where, owners)
         keys = {item.key for item in found}
         for key, (conversation, _) in stored.items():
             if key not in keys:
                 self._drop(conn, conversation)
                 summary.dropped += 1
-        to_read = []
-        for item in found:
-            conversation, before = stored.get(item.key, (0, None))
-            if before is None or before.found != item.found:
-                to_read.append(item)
+        to_read = [item for item in found
+                   if stored.get(item.key, (0, None))[1] != item.fingerprint()]
         conn.execute("DELETE FROM roots")
         conn.executemany("INSERT INTO roots VALUES (?, ?, ?)", roots)
         return to_read
@@ -545,8 +546,8 @@ class Catalog:
         made while it is read shows at the next refresh."""
         from .catalog_index import read
 
-        paths = loads(item.found)["info"]
-        directory, log = paths["agentuse_dir"], paths["log_path"]
+        directory, log = (str(path) if path else None
+                          for path in (item.info.agentuse_dir, item.info.log_path))
         head = log or directory
         ((_, head_size, head_mtime),) = _recorded([head] if head else [], started) or \
             [("", _MISSING, _MISSING)]
@@ -558,7 +559,8 @@ class Catalog:
         conversation = conn.execute(_UPSERT, (
             item.key, info.user_id, info.session_name, directory,
             os.path.basename(directory) if directory else None, log, info.status,
-            info.last_ms, item.found, dumps_compact(info.to_json()).decode(),
+            info.last_ms, item.json(), item.fingerprint(), item.log_owned,
+            dumps_compact(info.to_json()).decode(),
             reading.read_from, head_size, head_mtime, stamp, max(newest, head_mtime),
             started)).fetchone()[0]
         self._clear(conn, conversation)

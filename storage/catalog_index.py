@@ -26,7 +26,7 @@ from .ledger import (
     response_of,
 )
 from .paths import Locations
-from .replay_log import owner_record_path
+from .replay_log import owner_record_name
 from .sessions import SessionInfo, fill_session, gather_sessions
 
 __all__ = ["Found", "Reading", "Rows", "discover", "read"]
@@ -35,36 +35,45 @@ __all__ = ["Found", "Reading", "Rows", "discover", "read"]
 @dataclass(frozen=True)
 class Found:
     """A conversation as :func:`sessiontape.storage.sessions.gather_sessions` finds it,
-    before any of its files is read (``info`` is not filled), as stored JSON."""
+    before any of its files is read (``info`` is not filled)."""
 
-    key: str  # user NUL session name; NUL directory for a tree no pair links
-    found: str  # {"info": SessionInfo JSON, "log_owned": its log has an owner record}
+    info: SessionInfo
+    log_owned: bool  # its log has an owner record (the pair it names is the info's)
 
     @classmethod
     def of(cls, info: SessionInfo) -> Found:
-        key = f"{info.user_id}\0{info.session_name}" if info.user_id is not None \
+        log = info.log_path
+        return cls(info, log is not None and os.path.lexists(
+            os.path.join(os.path.dirname(log), owner_record_name(log.name))))
+
+    @classmethod
+    def stored(cls, found: str, log_owned: int) -> Found:
+        """The Found the catalog stored (:meth:`json`)."""
+        return cls(SessionInfo.from_json(loads(found)), bool(log_owned))
+
+    @property
+    def key(self) -> str:
+        """user NUL session name; NUL directory for a tree no pair links."""
+        info = self.info
+        return f"{info.user_id}\0{info.session_name}" if info.user_id is not None \
             else f"\0{info.agentuse_dir}"
-        owned = info.log_path is not None and os.path.lexists(owner_record_path(info.log_path))
-        return cls(key, dumps_compact({"info": info.to_json(), "log_owned": owned}).decode())
 
-    def info(self) -> SessionInfo:
-        """A fresh copy of the (unfilled) SessionInfo."""
-        return SessionInfo.from_json(loads(self.found)["info"])
+    def fingerprint(self) -> str:
+        """What the listing found, as text: another one means the conversation is read
+        again (another tree, log or origin; the store's counts)."""
+        info = self.info
+        return repr((info.user_id, info.session_name, info.items, info.archived,
+                     info.compactions, info.first_ms, info.last_ms, str(info.log_path),
+                     str(info.agentuse_dir), info.sources, info.origin, self.log_owned))
 
-    def owned_log(self) -> tuple[Path, tuple[str, str]] | None:
-        """Its log and the pair the log's owner record names, if it has one."""
-        data = loads(self.found)
-        info = data["info"]
-        if not data["log_owned"] or info["log_path"] is None:
-            return None
-        return Path(info["log_path"]), (info["user_id"], info["session_name"])
+    def json(self) -> str:
+        return dumps_compact(self.info.to_json()).decode()
 
 
-def discover(where: Locations, known: dict[str, Found]) -> list[Found]:
+def discover(where: Locations, owners: dict[str, tuple[str, str]]) -> list[Found]:
     """Every conversation of the store, the logs and the AgentUse root, by the rules of
-    ``sessions list`` (docs/cli.md); ``known`` (the catalog's) saves reading the owner
-    records of known logs again."""
-    owners = dict(owned for item in known.values() if (owned := item.owned_log()))
+    ``sessions list`` (docs/cli.md); ``owners`` (the catalog's owned logs and their pairs)
+    saves reading those owner records again."""
     return [Found.of(info) for info in gather_sessions(None, where, owners)]
 
 
@@ -171,7 +180,7 @@ def read(item: Found, store_file: Path) -> Reading:
     """Read one conversation: its listing (tree totals, log turns and times, and the
     stored turns of one with neither) and its rows (its tree when it has one, else its
     log)."""
-    info = fill_session(item.info(), store_file=store_file)
+    info = fill_session(SessionInfo.from_json(item.info.to_json()), store_file=store_file)
     source = LedgerConversation(info.user_id, info.session_name, info.agentuse_dir,
                                 info.log_path, info.origin)
     rows = Rows()

@@ -471,7 +471,7 @@ def _owner_pair(log_path: Path) -> tuple[str, str] | None:
     return (user, name) if isinstance(user, str) and isinstance(name, str) else None
 
 
-def _listed_logs(logs_root: Path, known: dict[Path, tuple[str, str]]) -> list[_Log]:
+def _listed_logs(logs_root: Path, known: dict[str, tuple[str, str]]) -> list[_Log]:
     """Every log of every user directory (not links, not ``.``-names) with its pair: its
     owner record's (``known`` maps the logs whose record was read before), else its
     directory's and file's names."""
@@ -493,7 +493,7 @@ def _listed_logs(logs_root: Path, known: dict[Path, tuple[str, str]]) -> list[_L
                 continue
             path = Path(entries[file].path)
             owned = owner_record_name(file) in entries
-            pair = (known.get(path) or _owner_pair(path)) if owned else None
+            pair = (known.get(entries[file].path) or _owner_pair(path)) if owned else None
             found.append(_Log(*(pair or (user_dir.name, file.removesuffix(".jsonl"))), path,
                               owned))
     return found
@@ -586,7 +586,7 @@ def _pair_origin(info: SessionInfo) -> str:
 
 
 def gather_sessions(user_id: str | None, where: Locations,
-                    known_logs: dict[Path, tuple[str, str]] | None = None) -> list[SessionInfo]:
+                    known_logs: dict[str, tuple[str, str]] | None = None) -> list[SessionInfo]:
     """Every conversation (of ``user_id``) with where its data is, before any log or tree
     is read: the listing rules of ``sessions list`` (docs/cli.md). ``known_logs`` maps
     logs to the pair their owner record names, read before (owner records never change)."""
