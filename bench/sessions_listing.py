@@ -18,10 +18,12 @@ Users are spread over 40 ids. Then, page cache warm, medians of REPEAT runs:
 
 * ``sessiontape sessions list --json`` and ``sessiontape sessions list`` (table)
   as subprocesses, output to /dev/null; sessiontape's start-up (``sessions list
-  --json`` on an empty home) beside them;
+  --json`` on an empty home) beside them. These answer from the catalog, which the
+  first (untimed) run builds; ``bench/catalog.py`` times that build;
 * ``sessiontape sessions show NAME`` (and with ``--user``) for one session;
 * in-process: ``list_sessions()``, ``list_sessions(with_usage=False)``,
-  ``find_session()`` and ``show_session()``;
+  ``find_session()`` and ``show_session()``: reading the files directly, as the
+  catalog does for what changed and as the CLI does when the catalog can't be used;
 * baselines doing part of the same work side by side: ``sqlite3`` listing the
   pairs (the same GROUP BY), ``find | wc -l`` of the session.json files, and
   ``find | xargs cat`` of every file a listing reads (logs, owner records and
