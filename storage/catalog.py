@@ -68,7 +68,7 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output")
 GROUPS = ("daily", "monthly", "session", "model", "agent")
@@ -86,10 +86,10 @@ _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE conversations (
   id INTEGER PRIMARY KEY,
-  key TEXT NOT NULL UNIQUE,      -- user NUL session name; NUL directory for a tree alone
+  key TEXT NOT NULL UNIQUE,      -- [user, session name] (JSON); [null, dir]: a tree alone
   user TEXT,                     -- NULL: a session AgentUse wrote (no user)
   name TEXT NOT NULL,
-  agentuse_dir TEXT, agentuse_name TEXT, log_path TEXT,
+  agentuse_dir BLOB, agentuse_name TEXT, log_path BLOB,  -- paths as bytes on disk
   status TEXT, last_ms INTEGER,
   found TEXT NOT NULL,           -- how the listing found it (SessionInfo JSON, not filled)
   fingerprint TEXT NOT NULL,     -- of that: another one, and it is read again
@@ -119,7 +119,7 @@ CREATE TABLE model_calls (
   cached_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL,
   cost REAL NOT NULL, at_ms INTEGER);
 CREATE TABLE roots (              -- the store and its WAL, the log directories, the trees'
-  path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+  path BLOB PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
 CREATE INDEX conversations_checked ON conversations (checked_ns);
 CREATE INDEX conversations_name ON conversations (name);
 CREATE INDEX texts_conversation ON texts (conversation);
@@ -207,7 +207,27 @@ def _ms(value: int | datetime | None) -> int | None:
 _Stat = tuple[int, int]  # size, mtime_ns
 
 
-def _stat(path: str) -> _Stat:
+def _sql(value: Any) -> Any:
+    """``value`` as SQLite text can hold it: a lone surrogate (a name from bytes that are
+    not UTF-8, JSON's ``\\udXXX``) becomes U+FFFD. Only in what is shown and searched:
+    keys and paths are kept exact (:func:`_path`, the JSON of ``key`` and ``info``)."""
+    if type(value) is str and not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
+    return value
+
+
+def _path(path: str) -> bytes:
+    """A path as the bytes it has on disk (a BLOB column): exact, whatever its name."""
+    try:
+        return os.fsencode(path)
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        return path.encode("utf-8", "surrogatepass")
+
+
+def _stat(path: str | bytes) -> _Stat:
     try:
         st = os.stat(path, follow_symlinks=False)
     except OSError:
@@ -215,17 +235,17 @@ def _stat(path: str) -> _Stat:
     return st.st_size, st.st_mtime_ns
 
 
-def _recorded(paths: Sequence[str], started_ns: int) -> list[tuple[str, int, int]]:
+def _recorded(paths: Sequence[str], started_ns: int) -> list[tuple[bytes, int, int]]:
     """``(path, size, mtime_ns)`` of each path, a racy one (changed just before the scan)
     with an unknown size, so that it is looked at again."""
     rows = []
     for path in paths:
         size, mtime = _stat(path)
-        rows.append((path, _UNKNOWN if mtime >= started_ns - RACY_NS else size, mtime))
+        rows.append((_path(path), _UNKNOWN if mtime >= started_ns - RACY_NS else size, mtime))
     return rows
 
 
-def _changed(rows: Sequence[tuple[str, int, int]]) -> bool:
+def _changed(rows: Sequence[tuple[bytes, int, int]]) -> bool:
     return any(_stat(path) != (size, mtime) for path, size, mtime in rows)
 
 
@@ -462,7 +482,7 @@ class Catalog:
                                   ).fetchone() == (_describe(where),)
         new: list[Found] = []
         if not (same_place and roots and not _changed(roots)
-                and sorted(r[0] for r in roots) == sorted(_root_paths(where))):
+                and sorted(r[0] for r in roots) == sorted(map(_path, _root_paths(where)))):
             new = self._found_again(conn, where, started, summary)
         due = self._due(conn, started, full)
         if not new and not due:
@@ -505,7 +525,7 @@ class Catalog:
         for conversation, directory, stamp in trees.fetchall():
             if conversation in due:
                 continue
-            if stamp == "" or _tree_stamp(directory, started)[0] != stamp:
+            if stamp == "" or _tree_stamp(os.fsdecode(directory), started)[0] != stamp:
                 due.add(conversation)
             else:
                 checked.append((started, conversation))
@@ -522,8 +542,8 @@ class Catalog:
         roots = _recorded(_root_paths(where), started)  # before listing: a later change shows
         stored = {key: (conversation, fingerprint) for conversation, key, fingerprint in
                   conn.execute("SELECT id, key, fingerprint FROM conversations")}
-        owners = {log: (user, name) for log, user, name in conn.execute(
-            "SELECT log_path, user, name FROM conversations WHERE log_owned")}
+        owners = {os.fsdecode(log): tuple(loads(key)) for log, key in conn.execute(
+            "SELECT log_path, key FROM conversations WHERE log_owned")}
         found = discover(where, owners)
         keys = {item.key for item in found}
         for key, (conversation, _) in stored.items():
@@ -550,15 +570,17 @@ class Catalog:
                           for path in (item.info.agentuse_dir, item.info.log_path))
         head = log or directory
         ((_, head_size, head_mtime),) = _recorded([head] if head else [], started) or \
-            [("", _MISSING, _MISSING)]
+            [(b"", _MISSING, _MISSING)]
         stamp, newest = _tree_stamp(directory, started) if directory else (None, 0)
         reading = read(item, store_file)
         info = reading.info
         summary.problems += reading.problems
         summary.reindexed += 1
         conversation = conn.execute(_UPSERT, (
-            item.key, info.user_id, info.session_name, directory,
-            os.path.basename(directory) if directory else None, log, info.status,
+            item.key, _sql(info.user_id), _sql(info.session_name),
+            _path(directory) if directory else None,
+            _sql(os.path.basename(directory)) if directory else None,
+            _path(log) if log else None, _sql(info.status),
             info.last_ms, item.json(), item.fingerprint(), item.log_owned,
             dumps_compact(info.to_json()).decode(),
             reading.read_from, head_size, head_mtime, stamp, max(newest, head_mtime),
@@ -578,18 +600,19 @@ class Catalog:
             if values:
                 marks = ",".join("?" * (len(values[0]) + 1))
                 conn.executemany(f"INSERT INTO {table} VALUES ({marks})",
-                                 [(conversation, *v) for v in values])
+                                 [(conversation, *map(_sql, v)) for v in values])
 
         many("turns", rows.turns)
         many("subagent_sessions", rows.subagents)
         many("tool_calls", rows.tool_calls)
         many("model_calls", rows.model_calls)
         for text in rows.texts:
+            values = [*map(_sql, text)]
             rowid = conn.execute("INSERT INTO texts (conversation, turn, kind, agent, tool, "
                                  "at_ms, content) VALUES (?,?,?,?,?,?,?)",
-                                 (conversation, *text)).lastrowid
+                                 (conversation, *values)).lastrowid
             conn.execute("INSERT INTO texts_fts (rowid, content) VALUES (?, ?)",
-                         (rowid, text[-1]))
+                         (rowid, values[-1]))
 
     # -- queries ----------------------------------------------------------------------
 
@@ -605,7 +628,7 @@ class Catalog:
                               ("t.kind", kind)):
             if value is not None:
                 where.append(f"{column} = ?")
-                params.append(value)
+                params.append(_sql(value))
         if since is not None:
             where.append("t.at_ms >= ?")
             params.append(_ms(since))
@@ -652,7 +675,7 @@ class Catalog:
         ``crashed`` when its recorder is gone."""
         from .sessions import SessionInfo, listing_key, recheck_status
 
-        where, params = ("WHERE user = ?", [user]) if user is not None else ("", [])
+        where, params = ("WHERE user = ?", [_sql(user)]) if user is not None else ("", [])
         with self._reading() as conn:
             found = [loads(text) for (text,) in
                      conn.execute(f"SELECT info FROM conversations {where}", params)]
@@ -673,11 +696,12 @@ class Catalog:
         rules and errors)."""
         from .sessions import SessionInfo, match_session, recheck_status
 
-        pattern = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        name = _sql(query)
+        pattern = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         sql = ("SELECT info FROM conversations WHERE (name = ? OR (? AND agentuse_name LIKE ? "
                "ESCAPE '\\')) AND (? IS NULL OR user = ?)")
         with self._reading() as conn:
-            texts = [text for (text,) in conn.execute(sql, (query, by_id and bool(query),
-                                                            pattern, user, user))]
-        return match_session(query, [recheck_status(SessionInfo.from_json(loads(text)))
-                                     for text in texts], user, by_id=by_id)
+            infos = [info for (info,) in conn.execute(sql, (name, by_id and bool(query),
+                                                            pattern, _sql(user), _sql(user)))]
+        return match_session(query, [recheck_status(SessionInfo.from_json(loads(info)))
+                                     for info in infos], user, by_id=by_id)

@@ -53,10 +53,12 @@ class Found:
 
     @property
     def key(self) -> str:
-        """user NUL session name; NUL directory for a tree no pair links."""
+        """``[user, session name]`` as JSON; ``[null, directory]`` for a tree no pair
+        links (exact, whatever the names hold)."""
         info = self.info
-        return f"{info.user_id}\0{info.session_name}" if info.user_id is not None \
-            else f"\0{info.agentuse_dir}"
+        pair = [info.user_id, info.session_name] if info.user_id is not None \
+            else [None, str(info.agentuse_dir)]
+        return dumps_compact(pair).decode()
 
     def fingerprint(self) -> str:
         """What the listing found, as text: another one means the conversation is read

@@ -41,6 +41,7 @@ from sessiontape.storage.catalog import (
     default_catalog_path,
 )
 from sessiontape.storage.file_writes import atomic_write
+from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import Locations, SkilletPaths
 from sessiontape.storage.sessions import UnknownSessionError, find_session, list_sessions
@@ -500,6 +501,31 @@ def test_a_recent_trees_edit_is_seen_by_the_next_refresh() -> None:
         settle()
         assert where.refresh(catalog).reindexed == 1
         assert sessions(catalog.search('"fresh edit"')) == {"fresh"}
+
+
+def test_names_and_texts_that_are_not_utf8_are_catalogued() -> None:
+    """A skilled_crew log whose file name is not UTF-8 (the byte 0xE9, read as a lone
+    surrogate) and whose lines hold lone surrogates (JSON's \\udXXX): listed exactly as
+    sessions list lists it, found by search (the odd characters shown as U+FFFD), and not
+    read again by the next refresh."""
+    logs = SkilletPaths.resolve().logs_root / "bob"
+    logs.mkdir(parents=True)
+    with open(os.fsencode(logs) + b"/caf\xe9.jsonl", "wb") as log:
+        for entry in (log_entries.user_message("kites \ud800 over the bay"),
+                      log_entries.final_result("kites \udce9 fly")):
+            log.write(dumps_compact(entry) + b"\n")
+    where = Locations.resolve()
+    settle()
+    with Catalog() as catalog:
+        assert catalog.refresh(where).reindexed == 1
+        assert [i.to_json() for i in catalog.conversations()] == \
+            [i.to_json() for i in list_sessions(locations=where)]
+        (row,) = catalog.conversations()
+        assert (row.session_name, row.turns) == ("caf\udce9", 1)
+        assert {(h.session, h.kind) for h in catalog.search("kites")} == \
+            {("caf\ufffd", "user"), ("caf\ufffd", "answer")}
+        assert catalog.find("caf\udce9").log_path == row.log_path
+        assert catalog.refresh(where).reindexed == 0
 
 
 # -- robustness -------------------------------------------------------------------------------
