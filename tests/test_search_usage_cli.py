@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, function_tool
-from harness import EXECUTABLE, Terminal, run_cli
+from harness import EXECUTABLE, Terminal, cli_environ, run_cli
 from scripted import call, final, model, read_session, tools_step, usage
 
 from sessiontape import Price, Recorder
@@ -89,6 +89,21 @@ def test_search_sees_a_turn_recorded_after_the_last_search(recorded: list[Record
     asyncio.run(rec.run(agent, "And after that?"))
     [hit] = search("fjord")
     assert (hit["session"], hit["turn"], hit["kind"]) == ("oslo", 2, "answer")
+
+
+def test_search_as_text_marks_matches_on_a_terminal_only(recorded: list[Recorder]) -> None:
+    """Through a pipe the line is plain text (no match markers, no escape codes); on a
+    terminal the match is bold red and nothing else of the snippet changes."""
+    piped = run_cli("search", '"rainy day"', "--kind", "user")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == "ann/porto  turn 1  user: Plan a rainy day in Porto\n"
+    terminal = Terminal([EXECUTABLE, "search", '"rainy day"', "--kind", "user"],
+                        env=cli_environ(NO_COLOR=""))
+    try:
+        terminal.expect("Plan a \x1b[1m\x1b[31mrainy day\x1b[0m in Porto")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
 
 
 def test_a_malformed_query_is_a_usage_error(recorded: list[Recorder]) -> None:

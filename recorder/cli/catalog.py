@@ -64,9 +64,11 @@ def _hit_json(hit: SearchHit) -> dict[str, Any]:
 
 def _hit_line(hit: SearchHit, style: Style) -> str:
     """``user/session  turn N  kind: snippet`` with the matches in bold on a terminal."""
-    snippet = printable(" ".join(hit.snippet.split()))
-    snippet = snippet.replace(SNIPPET_START, style.bold + style.red).replace(
-        SNIPPET_END, style.reset)
+    # Escaped piece by piece: the match markers are control characters printable escapes.
+    pieces = " ".join(hit.snippet.split()).replace(SNIPPET_END, SNIPPET_START)
+    snippet = "".join(printable(piece) if n % 2 == 0 else
+                      f"{style.bold}{style.red}{printable(piece)}{style.reset}"
+                      for n, piece in enumerate(pieces.split(SNIPPET_START)))
     where = f"{hit.user}/{hit.session}" if hit.user else hit.session
     turn = f"turn {hit.turn}" if hit.turn is not None else "turn ?"
     kind = hit.kind + (f" {hit.tool}" if hit.tool else "")
