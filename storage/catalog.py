@@ -79,6 +79,7 @@ RACY_NS = 50_000_000
 # (not only its head): it may be written again where its head does not show it.
 HOT_NS = 600_000_000_000
 DEEP_SLICE = 32  # trees wholly stated per refresh beyond the live and the hot ones
+COMMIT_EVERY = 500  # conversations read per transaction: a long build killed keeps its work
 _UNKNOWN = -2
 _MISSING = -1
 
@@ -318,10 +319,11 @@ class Catalog:
     """
 
     def __init__(self, path: Path | None = None, *, busy_timeout: float = 5.0,
-                 deep_slice: int = DEEP_SLICE) -> None:
+                 deep_slice: int = DEEP_SLICE, commit_every: int = COMMIT_EVERY) -> None:
         self.path = Path(path) if path is not None else default_catalog_path()
         self.busy_timeout = busy_timeout
         self.deep_slice = deep_slice
+        self.commit_every = commit_every
         self._conn: sqlite3.Connection | None = None
         self._nothing = False  # the last refresh found no layout and no catalog
         self._rebuilt = False
@@ -481,24 +483,33 @@ class Catalog:
         same_place = conn.execute("SELECT value FROM meta WHERE key = 'locations'"
                                   ).fetchone() == (_describe(where),)
         new: list[Found] = []
-        if not (same_place and roots and not _changed(roots)
-                and sorted(r[0] for r in roots) == sorted(map(_path, _root_paths(where)))):
-            new = self._found_again(conn, where, started, summary)
+        listed_again = not (same_place and roots and not _changed(roots) and sorted(
+            r[0] for r in roots) == sorted(map(_path, _root_paths(where))))
+        if listed_again:
+            new, roots = self._found_again(conn, where, started, summary)
         due = self._due(conn, started, full)
-        if not new and not due:
-            return
-        from .catalog_index import Found  # the layouts' readers: only when something is read
+        if new or due:
+            from .catalog_index import Found  # the layouts' readers: only when something is read
 
-        listed = {item.key for item in new}
-        changed = new + [Found.stored(found, owned) for key, found, owned in conn.execute(
-            "SELECT key, found, log_owned FROM conversations WHERE id IN "
-            "(SELECT value FROM json_each(?))", (dumps_compact(sorted(due)).decode(),))
-            if key not in listed]
-        for done, item in enumerate(changed, start=1):
-            self._index(conn, item, where.store_file, started, summary)
-            if progress is not None:
-                progress(done, len(changed))
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('locations', ?)", (_describe(where),))
+            listed = {item.key for item in new}
+            changed = new + [Found.stored(found, owned) for key, found, owned in conn.execute(
+                "SELECT key, found, log_owned FROM conversations WHERE id IN "
+                "(SELECT value FROM json_each(?))", (dumps_compact(sorted(due)).decode(),))
+                if key not in listed]
+            for done, item in enumerate(changed, start=1):
+                self._index(conn, item, where.store_file, started, summary)
+                if done % self.commit_every == 0:  # kept if this process is killed
+                    conn.execute("COMMIT")
+                    conn.execute("BEGIN IMMEDIATE")
+                if progress is not None:
+                    progress(done, len(changed))
+        if listed_again:
+            # Last: after a refresh that did not end, the next one lists the conversations
+            # again, and skips those this one read (their fingerprints match).
+            conn.execute("DELETE FROM roots")
+            conn.executemany("INSERT INTO roots VALUES (?, ?, ?)", roots)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('locations', ?)",
+                         (_describe(where),))
 
     def _due(self, conn: sqlite3.Connection, started: int, full: bool) -> set[int]:
         """The catalog's conversations whose files changed: every head is stated; every
@@ -533,10 +544,10 @@ class Catalog:
         return due
 
     def _found_again(self, conn: sqlite3.Connection, where: Locations, started: int,
-                     summary: RefreshSummary) -> list[Found]:
+                     summary: RefreshSummary) -> tuple[list[Found], list[Any]]:
         """List the conversations again: drop the gone ones; the new ones and those found
         otherwise than before (another tree, log or origin, the store's counts), to be
-        read."""
+        read, and the roots as stated before the listing."""
         from .catalog_index import discover
 
         roots = _recorded(_root_paths(where), started)  # before listing: a later change shows
@@ -552,9 +563,7 @@ class Catalog:
                 summary.dropped += 1
         to_read = [item for item in found
                    if stored.get(item.key, (0, None))[1] != item.fingerprint()]
-        conn.execute("DELETE FROM roots")
-        conn.executemany("INSERT INTO roots VALUES (?, ?, ?)", roots)
-        return to_read
+        return to_read, roots
 
     def _drop(self, conn: sqlite3.Connection, conversation: int) -> None:
         self._clear(conn, conversation)

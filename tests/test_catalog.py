@@ -528,6 +528,33 @@ def test_names_and_texts_that_are_not_utf8_are_catalogued() -> None:
         assert catalog.refresh(where).reindexed == 0
 
 
+def test_a_build_cut_short_keeps_what_it_committed() -> None:
+    """A first build killed (here: interrupted) after 40 of 60 conversations, committing
+    every 25: the next refresh reads only the 35 not committed, and the catalog is whole."""
+    logs = SkilletPaths.resolve().logs_root / "carol"
+    logs.mkdir(parents=True)
+    for number in range(60):
+        entries = (log_entries.user_message(f"question {number}"),
+                   log_entries.final_result(f"answer {number} about kites"))
+        (logs / f"chat{number}.jsonl").write_bytes(
+            b"".join(dumps_compact(entry) + b"\n" for entry in entries))
+    settle()
+
+    def stop_at_40(done: int, total: int) -> None:
+        if done == 40:
+            raise KeyboardInterrupt
+
+    where = Locations.resolve()
+    with Catalog(commit_every=25) as catalog, pytest.raises(KeyboardInterrupt):
+        catalog.refresh(where, progress=stop_at_40)
+    with Catalog(commit_every=25) as catalog:
+        assert len(catalog.conversations()) == 25
+        summary = catalog.refresh(where)
+        assert (summary.reindexed, summary.conversations) == (35, 60)
+        assert len(catalog.search("kites", limit=100)) == 60
+        assert catalog.refresh(where).reindexed == 0
+
+
 # -- robustness -------------------------------------------------------------------------------
 
 
