@@ -68,7 +68,7 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output")
 GROUPS = ("daily", "monthly", "session", "model", "agent")
@@ -119,6 +119,8 @@ CREATE TABLE model_calls (
   input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
   cached_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL,
   cost REAL NOT NULL, at_ms INTEGER);
+CREATE TABLE store_pairs (       -- what the store said of each pair at the last listing
+  key TEXT PRIMARY KEY, counts TEXT NOT NULL, link BLOB);
 CREATE TABLE roots (              -- the store and its WAL, the log directories, the trees'
   path BLOB PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
 CREATE INDEX conversations_checked ON conversations (checked_ns);
@@ -180,12 +182,15 @@ class UsageRow:
 
 @dataclass
 class RefreshSummary:
-    """What a refresh did: conversations in the catalog, re-read, dropped, and the
-    problems met while reading."""
+    """What a refresh did: conversations in the catalog, re-read, dropped, whether every
+    conversation was listed again (a root changed) or only the store's changed pairs
+    (``store_pairs``), and the problems met while reading."""
 
     conversations: int = 0
     reindexed: int = 0
     dropped: int = 0
+    listed: bool = False  # the layouts were listed again
+    store_pairs: int = 0  # pairs found again because only their counts in the store changed
     rebuilt: bool = False  # the catalog was made afresh (new, corrupt, older schema)
     problems: list[str] = field(default_factory=list)
 
@@ -482,11 +487,20 @@ class Catalog:
         roots = conn.execute("SELECT path, size, mtime_ns FROM roots").fetchall()
         same_place = conn.execute("SELECT value FROM meta WHERE key = 'locations'"
                                   ).fetchone() == (_describe(where),)
+        same_roots = same_place and roots and sorted(r[0] for r in roots) == sorted(
+            map(_path, _root_paths(where)))
+        changed_roots = {path for path, size, mtime in roots if _stat(path) != (size, mtime)}
+        store = {_path(str(where.store_file)), _path(f"{where.store_file}-wal")}
         new: list[Found] = []
-        listed_again = not (same_place and roots and not _changed(roots) and sorted(
-            r[0] for r in roots) == sorted(map(_path, _root_paths(where))))
-        if listed_again:
+        write_roots = not same_roots or bool(changed_roots)
+        found = self._store_changed(conn, where, started) \
+            if same_roots and changed_roots and changed_roots <= store else None
+        if found is not None:
+            new, roots = found
+            summary.store_pairs = len(new)
+        elif write_roots:
             new, roots = self._found_again(conn, where, started, summary)
+            summary.listed = True
         due = self._due(conn, started, full)
         if new or due:
             from .catalog_index import Found  # the layouts' readers: only when something is read
@@ -503,7 +517,7 @@ class Catalog:
                     conn.execute("BEGIN IMMEDIATE")
                 if progress is not None:
                     progress(done, len(changed))
-        if listed_again:
+        if write_roots:
             # Last: after a refresh that did not end, the next one lists the conversations
             # again, and skips those this one read (their fingerprints match).
             conn.execute("DELETE FROM roots")
@@ -543,6 +557,50 @@ class Catalog:
         conn.executemany("UPDATE conversations SET checked_ns = ? WHERE id = ?", checked)
         return due
 
+    def _store_changed(self, conn: sqlite3.Connection, where: Locations, started: int
+                       ) -> tuple[list[Found], list[Any]] | None:
+        """Only the store was written (every recorded turn writes it): the pairs whose
+        counts changed, found again (not every conversation), to be read if that changed
+        them, and the roots; None when the conversations must be listed again (a pair
+        came or went, a link changed)."""
+        from .catalog_index import Found
+        from .sessions import gather_sessions, store_facts
+
+        roots = _recorded(_root_paths(where), started)  # before reading: a later change shows
+        facts = store_facts(where.store_file)
+        before = {tuple(loads(key)): (counts, link) for key, counts, link in
+                  conn.execute("SELECT key, counts, link FROM store_pairs")}
+        if facts.keys() != before.keys():
+            return None
+        now = {pair: (repr(fact[:5]), _path(fact[5]) if fact[5] else None)
+               for pair, fact in facts.items()}
+        changed = {pair for pair in facts if now[pair] != before[pair]}
+        if any(now[pair][1] != before[pair][1] for pair in changed):
+            return None
+        infos = gather_sessions(None, where, pairs=changed) if changed else []
+        if any(info.agentuse_dir is not None and not info.agentuse_dir.is_dir()
+               for info in infos):
+            return None  # a link to a moved tree: the listing finds it again
+        conn.executemany("UPDATE store_pairs SET counts = ? WHERE key = ?",
+                         [(now[pair][0], dumps_compact(list(pair)).decode())
+                          for pair in changed])
+        found = [Found.of(info) for info in infos]
+        stored = dict(conn.execute(
+            "SELECT key, fingerprint FROM conversations WHERE key IN "
+            "(SELECT value FROM json_each(?))",
+            (dumps_compact([item.key for item in found]).decode(),)).fetchall())
+        return [item for item in found if stored.get(item.key) != item.fingerprint()], roots
+
+    def _keep_store_facts(self, conn: sqlite3.Connection, where: Locations) -> None:
+        """What the store says of each pair now, for :meth:`_store_changed` to compare."""
+        from .sessions import store_facts
+
+        conn.execute("DELETE FROM store_pairs")
+        conn.executemany("INSERT INTO store_pairs VALUES (?, ?, ?)", [
+            (dumps_compact(list(pair)).decode(), repr(fact[:5]),
+             _path(fact[5]) if fact[5] else None)
+            for pair, fact in store_facts(where.store_file).items()])
+
     def _found_again(self, conn: sqlite3.Connection, where: Locations, started: int,
                      summary: RefreshSummary) -> tuple[list[Found], list[Any]]:
         """List the conversations again: drop the gone ones; the new ones and those found
@@ -551,6 +609,7 @@ class Catalog:
         from .catalog_index import discover
 
         roots = _recorded(_root_paths(where), started)  # before listing: a later change shows
+        self._keep_store_facts(conn, where)
         stored = {key: (conversation, fingerprint) for conversation, key, fingerprint in
                   conn.execute("SELECT id, key, fingerprint FROM conversations")}
         owners = {os.fsdecode(log): tuple(loads(key)) for log, key in conn.execute(

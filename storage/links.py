@@ -17,7 +17,8 @@ from .ids import new_ulid
 from .names import safe_join, sanitize_agent_name
 from .tables import LINKS_TABLE
 
-__all__ = ["LINKS_TABLE", "SCHEMA", "agentuse_dir_for", "find_agentuse_dir", "read_links"]
+__all__ = ["LINKS_TABLE", "SCHEMA", "agentuse_dir_for", "find_agentuse_dir", "link_rows",
+           "read_links"]
 
 SCHEMA = f"""CREATE TABLE IF NOT EXISTS {LINKS_TABLE} (
   user_id TEXT NOT NULL,
@@ -68,13 +69,18 @@ def read_links(store_file: Path) -> list[tuple[str, str, Path]]:
 
     ``[]`` when there is no store, or a store without the table (not yet linked).
     """
+    return [(user, name, Path(directory)) for user, name, directory in link_rows(store_file)]
+
+
+def link_rows(store_file: Path) -> list[tuple[str, str, str]]:
+    """:func:`read_links` with the directories as text (for 10 000 links, the ``Path``
+    objects cost ~0.1 s)."""
     conn = _connect_readonly(store_file)
     if conn is None:
         return []
     with closing(conn):
-        rows = conn.execute(f"SELECT user_id, session_name, agentuse_dir FROM {LINKS_TABLE} "
+        return conn.execute(f"SELECT user_id, session_name, agentuse_dir FROM {LINKS_TABLE} "
                             "ORDER BY user_id, session_name").fetchall()
-    return [(user, name, Path(directory)) for user, name, directory in rows]
 
 
 def agentuse_dir_for(store_file: Path, user_id: str, session_name: str,

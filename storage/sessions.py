@@ -69,7 +69,7 @@ from .agentuse_reader import (
 from .db import PAIR, connect, connect_readonly, immediate, tables
 from .items import content_text, output_text
 from .json_style import dumps_compact, loads
-from .links import read_links
+from .links import link_rows
 from .liveness import reported_status
 from .log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
 from .paths import Locations, SkilletPaths, agentuse_sessions_root
@@ -107,6 +107,7 @@ __all__ = [
     "recheck_status",
     "session_locations",
     "show_session",
+    "store_facts",
 ]
 
 ORIGIN_SESSIONTAPE = "sessiontape"
@@ -586,23 +587,28 @@ def _pair_origin(info: SessionInfo) -> str:
 
 
 def gather_sessions(user_id: str | None, where: Locations,
-                    known_logs: dict[str, tuple[str, str]] | None = None) -> list[SessionInfo]:
+                    known_logs: dict[str, tuple[str, str]] | None = None, *,
+                    pairs: set[tuple[str, str]] | None = None) -> list[SessionInfo]:
     """Every conversation (of ``user_id``) with where its data is, before any log or tree
     is read: the listing rules of ``sessions list`` (docs/cli.md). ``known_logs`` maps
-    logs to the pair their owner record names, read before (owner records never change)."""
+    logs to the pair their owner record names, read before (owner records never change).
+    With ``pairs``, only those pairs of the store (their logs found by name, no log
+    directory or tree listed)."""
     stored, archived, compactions = _read_store(where.store_file, user_id)
     found: dict[tuple[str, str], SessionInfo] = {}
     for row in stored:
-        found[(row.user_id, row.session_name)] = SessionInfo(
-            row.user_id, row.session_name, items=row.items, first_ms=row.first_ms,
-            last_ms=row.last_ms, sources=["store"])
-    for user, name, directory in read_links(where.store_file):
-        if user_id is not None and user != user_id:
+        if pairs is None or (row.user_id, row.session_name) in pairs:
+            found[(row.user_id, row.session_name)] = SessionInfo(
+                row.user_id, row.session_name, items=row.items, first_ms=row.first_ms,
+                last_ms=row.last_ms, sources=["store"])
+    for user, name, directory in link_rows(where.store_file):
+        if (user_id is not None and user != user_id) or \
+                (pairs is not None and (user, name) not in pairs):
             continue
         info = found.setdefault((user, name), SessionInfo(user, name))
-        info.agentuse_dir = directory
+        info.agentuse_dir = Path(directory)
         info.sources.append("link")
-    listed = _listed_logs(where.logs_root, known_logs or {})
+    listed = _listed_logs(where.logs_root, known_logs or {}) if pairs is None else []
     owned = {(log.user, log.name): log.path for log in listed if log.owned}
     for (user, name), info in found.items():
         info.archived = archived.get((user, name), 0)
@@ -620,9 +626,22 @@ def gather_sessions(user_id: str | None, where: Locations,
             info.sources.append("log")
         info.origin = _pair_origin(info)
     sessions = list(found.values())
-    if user_id is None and where.agentuse_root is not None:
+    if user_id is None and pairs is None and where.agentuse_root is not None:
         sessions += _tree_only(sessions, where.agentuse_root)
     return sessions
+
+
+def store_facts(store_file: Path) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """What the store says of each pair, as :func:`gather_sessions` reads it: its items,
+    first and last ``created_at``, archived items, compaction records and linked
+    directory."""
+    stored, archived, compactions = _read_store(store_file, None)
+    links = {(user, name): directory for user, name, directory in link_rows(store_file)}
+    rows = {(row.user_id, row.session_name): row for row in stored}
+    return {pair: (*((rows[pair].items, rows[pair].first_ms, rows[pair].last_ms)
+                     if pair in rows else (0, None, None)),
+                   archived.get(pair, 0), compactions.get(pair, 0), links.get(pair))
+            for pair in rows.keys() | links.keys()}
 
 
 def _tree_only(known: list[SessionInfo], root: Path) -> list[SessionInfo]:

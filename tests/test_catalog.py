@@ -555,6 +555,40 @@ def test_a_build_cut_short_keeps_what_it_committed() -> None:
         assert catalog.refresh(where).reindexed == 0
 
 
+HELLO = '{"role": "user", "content": "hi"}'
+
+
+def test_a_store_written_for_known_pairs_is_not_listed_again() -> None:
+    """Rows added to a known pair's items (a turn recorded, skilled_crew continuing) re-read
+    that conversation alone, found again from the store without listing every log and
+    tree; a pair new to the store lists them all. The catalog stays what list_sessions
+    reads."""
+    recs = record((ANN, "kept", lambda r: squares(r, "kept first", "kept done")),
+                  (BOB, "other", lambda r: squares(r, "other first", "other done")))
+    where = where_of(recs["kept"]).locations
+    settle()
+    with Catalog() as catalog:
+        assert catalog.refresh(where).listed
+        with closing(sqlite3.connect(where.store_file)) as conn, conn:
+            conn.execute("INSERT INTO session_items (user_id, session_name, created_at, "
+                         "item_json) VALUES (?, ?, ?, ?)",
+                         (BOB, "other", int(time.time() * 1000), HELLO))
+        settle()
+        summary = catalog.refresh(where)
+        assert (summary.listed, summary.store_pairs, summary.reindexed) == (False, 1, 1)
+        assert [i.to_json() for i in catalog.conversations()] == \
+            [i.to_json() for i in list_sessions(locations=where)]
+        with closing(sqlite3.connect(where.store_file)) as conn, conn:
+            conn.execute("INSERT INTO session_items (user_id, session_name, created_at, "
+                         "item_json) VALUES (?, ?, ?, ?)",
+                         (BOB, "new", int(time.time() * 1000), HELLO))
+        settle()
+        summary = catalog.refresh(where)
+        assert (summary.listed, summary.reindexed, summary.conversations) == (True, 1, 3)
+        assert [i.to_json() for i in catalog.conversations()] == \
+            [i.to_json() for i in list_sessions(locations=where)]
+
+
 # -- robustness -------------------------------------------------------------------------------
 
 

@@ -217,6 +217,6 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          help="state every file of every tree, not only the recent ones")
     project_option(catalog)
     catalog.add_argument("--json", action="store_true",
-                         help="an object: path, conversations, reindexed, dropped, rebuilt, "
-                              "problems")
+                         help="an object: path, conversations, reindexed, dropped, listed, "
+                              "store_pairs, rebuilt, problems")
     catalog.set_defaults(handler=cmd_catalog)
