@@ -440,12 +440,8 @@ class Catalog:
     def refresh(self, where: Locations, progress: Callable[[int, int], None] | None = None,
                 *, full: bool = False) -> RefreshSummary:
         """Bring the catalog in line with the layouts, re-reading only the conversations
-        whose sources changed (a corrupt catalog is rebuilt from scratch).
-
-        Every call states the layouts' roots and each conversation's head (its log, else
-        its session directory), and every source of the live conversations, of those
-        changed in the last :data:`HOT_NS` and of the ``deep_slice`` least recently
-        checked; ``full`` states every source of every conversation. ``progress`` is
+        that changed (a corrupt catalog is rebuilt from scratch). What it states is in the
+        module's docstring; ``full`` states every file of every tree. ``progress`` is
         called with (conversations re-read, conversations to re-read) after each."""
         if not os.path.lexists(self.path) and not any(
                 os.path.lexists(path) for path in (where.store_file, where.logs_root,
@@ -484,29 +480,13 @@ class Catalog:
     def _reconcile(self, conn: sqlite3.Connection, where: Locations, started: int,
                    summary: RefreshSummary, progress: Callable[[int, int], None] | None,
                    full: bool) -> None:
-        roots = conn.execute("SELECT path, size, mtime_ns FROM roots").fetchall()
-        same_place = conn.execute("SELECT value FROM meta WHERE key = 'locations'"
-                                  ).fetchone() == (_describe(where),)
-        same_roots = same_place and roots and sorted(r[0] for r in roots) == sorted(
-            map(_path, _root_paths(where)))
-        changed_roots = {path for path, size, mtime in roots if _stat(path) != (size, mtime)}
-        store = {_path(str(where.store_file)), _path(f"{where.store_file}-wal")}
-        new: list[Found] = []
-        write_roots = not same_roots or bool(changed_roots)
-        found = self._store_changed(conn, where, started) \
-            if same_roots and changed_roots and changed_roots <= store else None
-        if found is not None:
-            new, roots = found
-            summary.store_pairs = len(new)
-        elif write_roots:
-            new, roots = self._found_again(conn, where, started, summary)
-            summary.listed = True
+        new, roots = self._listing(conn, where, started, summary)
         due = self._due(conn, started, full)
         if new or due:
             from .catalog_index import Found  # the layouts' readers: only when something is read
 
             listed = {item.key for item in new}
-            changed = new + [Found.stored(found, owned) for key, found, owned in conn.execute(
+            changed = new + [Found.stored(text, owned) for key, text, owned in conn.execute(
                 "SELECT key, found, log_owned FROM conversations WHERE id IN "
                 "(SELECT value FROM json_each(?))", (dumps_compact(sorted(due)).decode(),))
                 if key not in listed]
@@ -517,13 +497,34 @@ class Catalog:
                     conn.execute("BEGIN IMMEDIATE")
                 if progress is not None:
                     progress(done, len(changed))
-        if write_roots:
+        if roots is not None:
             # Last: after a refresh that did not end, the next one lists the conversations
             # again, and skips those this one read (their fingerprints match).
             conn.execute("DELETE FROM roots")
             conn.executemany("INSERT INTO roots VALUES (?, ?, ?)", roots)
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('locations', ?)",
                          (_describe(where),))
+
+    def _listing(self, conn: sqlite3.Connection, where: Locations, started: int,
+                 summary: RefreshSummary) -> tuple[list[Found], list[Any] | None]:
+        """The conversations found anew, and the roots to keep (None: none changed). A
+        changed root lists them all again, except that a store written for known pairs
+        finds only those again (:meth:`_store_changed`)."""
+        roots = conn.execute("SELECT path, size, mtime_ns FROM roots").fetchall()
+        same_roots = roots and conn.execute(
+            "SELECT value FROM meta WHERE key = 'locations'").fetchone() == (_describe(where),) \
+            and sorted(r[0] for r in roots) == sorted(map(_path, _root_paths(where)))
+        changed = {path for path, size, mtime in roots if _stat(path) != (size, mtime)}
+        if same_roots and not changed:
+            return [], None
+        store = {_path(str(where.store_file)), _path(f"{where.store_file}-wal")}
+        if same_roots and changed <= store:
+            found = self._store_changed(conn, where, started)
+            if found is not None:
+                summary.store_pairs = len(found[0])
+                return found
+        summary.listed = True
+        return self._found_again(conn, where, started, summary)
 
     def _due(self, conn: sqlite3.Connection, started: int, full: bool) -> set[int]:
         """The catalog's conversations whose files changed: every head is stated; every
