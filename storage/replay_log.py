@@ -57,6 +57,8 @@ def _read_owner(owner: Path) -> dict[str, Any] | None:
 def _claim(log_path: Path, record: dict[str, str]) -> bool:
     """Whether ``log_path`` belongs to ``record`` (claiming it if nobody owns it)."""
     owner = _owner_path(log_path)
+    if os.path.lexists(owner):  # claimed before: read, and the directory is left alone
+        return _owned_by(log_path, record)
     tmp = owner.with_name(f"{owner.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:

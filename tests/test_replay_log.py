@@ -431,3 +431,17 @@ def test_append_many_writes_whole_lines_in_one_write(tmp_path: Path,
     reader = SessionLogReader(log.path)
     assert [e.data for e in reader.entries()] == batch
     assert [p.line for p in reader.problems] == [1]
+
+
+def test_opening_an_owned_log_again_writes_nothing_in_its_directory(tmp_path: Path) -> None:
+    """The second open of a pair's log (every recorded turn opens it) finds its owner
+    record and leaves the user directory as it was: no temporary file made and removed,
+    whose mtime change made every reader think a conversation came or went."""
+    path = log_path_for("ann@example.com", "trip", tmp_path)
+    directory = path.parent
+    os.utime(directory, ns=(0, 0))
+    assert log_path_for("ann@example.com", "trip", tmp_path) == path
+    log = ReplayLog("ann@example.com", "trip", tmp_path)
+    log.close()
+    assert os.stat(directory).st_mtime_ns == 0
+    assert sorted(p.name for p in directory.iterdir()) == [".trip.owner.json"]
