@@ -13,8 +13,19 @@ import orjson
 
 from sessiontape.storage.json_style import dumps_compact, dumps_pretty
 
-__all__ = ["EXIT_FAILURE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "Style", "eprint",
-           "print_json", "printable", "project_option", "use_color"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Style",
+    "cost_text",
+    "eprint",
+    "print_json",
+    "printable",
+    "project_option",
+    "use_color",
+]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -55,6 +66,13 @@ class Style:
         self.cyan = "\x1b[36m" if on else ""
         self.heading = "\x1b[1;36m" if on else ""  # bold cyan, in one sequence
         self.reset = "\x1b[0m" if on else ""
+
+
+def cost_text(cost: float | None) -> str:
+    """A cost in USD: ``$0.0123``, six places below a cent, ``-`` when unknown."""
+    if cost is None:
+        return "-"
+    return f"${cost:.4f}" if cost >= 0.01 or cost == 0 else f"${cost:.6f}"
 
 
 def print_json(value: Any, *, indent: bool = True, stream: TextIO | None = None) -> None:

@@ -4,22 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sessiontape.storage.items import clip, content_text, item_text
-from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.paths import Locations
-from sessiontape.storage.sessions import (
-    SessionInfo,
-    SubagentView,
-    TurnView,
-    Usage,
-    clear_session,
-    session_locations,
-    show_session,
-    tool_output_text,
-)
 
 from . import VERBS
 from .console import (
@@ -27,6 +14,7 @@ from .console import (
     EXIT_OK,
     EXIT_USAGE,
     Style,
+    cost_text,
     eprint,
     print_json,
     printable,
@@ -34,18 +22,12 @@ from .console import (
     use_color,
 )
 from .finding import conversations, lookup
-from .transcript import input_text, render_turns
 
 if TYPE_CHECKING:
     from sessiontape.storage.fork import ForkResult
+    from sessiontape.storage.sessions import SessionInfo
 
 PROG = "sessiontape sessions"
-
-
-def _cost(cost: float | None) -> str:
-    if cost is None:
-        return "-"
-    return f"${cost:.4f}" if cost >= 0.01 or cost == 0 else f"${cost:.6f}"
 
 
 def _local_time(ms: int | None) -> str:
@@ -55,22 +37,10 @@ def _local_time(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _usage_text(usage: Usage, main: Usage | None) -> str:
-    text = f"{usage.input} in / {usage.output} out tokens, {_cost(usage.cost)}"
-    if main is not None and (usage.tokens != main.tokens or usage.cost != main.cost):
-        sub_in, sub_out = usage.input - main.input, usage.output - main.output
-        text += f" (subagents {sub_in} in / {sub_out} out)"
-    return text
-
-
 def _locations(args: argparse.Namespace) -> Locations:
     """The store, logs and the AgentUse root of ``--project`` (default: the current
     directory's project)."""
     return Locations.resolve(project_root=args.project)
-
-
-def _user(info: SessionInfo) -> str:
-    return info.user_id if info.user_id is not None else "-"
 
 
 def _lookup(args: argparse.Namespace, *, by_id: bool = True) -> SessionInfo | int:
@@ -101,7 +71,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     header = ["NAME", "USER", "TURNS", "ITEMS", "TOKENS", "COST", "LAST ACTIVITY", "AGENTUSE DIR"]
     rows = [[printable(info["session_name"]), printable(info["user_id"] or "-"),
              str(info["turns"]), str(info["items"]),
-             "-" if info["tokens"] is None else str(info["tokens"]), _cost(info["cost"]),
+             "-" if info["tokens"] is None else str(info["tokens"]), cost_text(info["cost"]),
              _local_time(info["last_ms"]), printable(info["agentuse_dir"] or "-")]
             for info in sessions]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
@@ -121,153 +91,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 # -- show -------------------------------------------------------------------------------
 
 
-def _usage_line(view: TurnView | SubagentView, style: Style, pad: str) -> Iterator[str]:
-    usage = view.usage
-    main = view.usage_main if isinstance(view, TurnView) else None
-    if usage is not None:
-        yield f"{style.dim}{pad}  usage: {_usage_text(usage, main)}{style.reset}"
-
-
-def _indented(text: str, pad: str) -> str:
-    """``text`` (escaped) with its continuation lines indented by ``pad``."""
-    return printable(text).replace("\n", "\n" + pad) if pad else printable(text)
-
-
-def _part_lines(part: dict[str, Any], style: Style, pad: str) -> Iterator[str]:
-    """One part of an AgentUse exchange; ``log`` and step markers are not shown."""
-    kind = part.get("type")
-    dim, red, reset = style.dim, style.red, style.reset
-    if kind == "text":
-        yield f"{pad}agent> {_indented(str(part.get('text', '')), pad)}"
-    elif kind == "reasoning":
-        yield f"{dim}{pad}  · reasoning: {printable(clip(part.get('text', '')))}{reset}"
-    elif kind == "tool":
-        state = part.get("state")
-        state = state if isinstance(state, dict) else {}
-        arguments = clip(dumps_compact(state.get("input", {})).decode(), 80)
-        call = f"{part.get('tool')}({arguments})"
-        status = state.get("status")
-        if status == "completed":
-            yield f"{dim}{pad}  · {printable(call)} → " \
-                  f"{printable(clip(tool_output_text(state.get('output'))))}{reset}"
-        elif status == "error":
-            yield f"{pad}  · {printable(call)} {red}✗ {printable(clip(state.get('error', '')))}" \
-                  f"{reset}"
-        else:
-            yield f"{dim}{pad}  · {printable(call)} [{printable(str(status))}]{reset}"
-    elif kind == "error":
-        detail = ", ".join(str(x) for x in (part.get("code"), part.get("statusCode") and
-                                            f"HTTP {part.get('statusCode')}") if x)
-        yield f"{pad}  {red}! error: {printable(str(part.get('message', '')))}" \
-              f"{f' ({printable(detail)})' if detail else ''}{reset}"
-    elif kind == "agent":
-        yield f"{dim}{pad}  · agent {printable(str(part.get('name', '')))}{reset}"
-    elif kind == "file":
-        what = part.get("filename") or part.get("url") or ""
-        yield f"{dim}{pad}  · file {printable(clip(what))}{reset}"
-    elif kind == "compaction":
-        yield f"{dim}{pad}  · compaction: {part.get('tokensBefore', '?')} → " \
-              f"{part.get('tokensAfter', '?')} tokens{reset}"
-    elif kind not in ("log", "step-start", "step-finish"):
-        yield f"{dim}{pad}  · {printable(str(kind))}{reset}"
-
-
-def _exchange_lines(view: TurnView, style: Style, pad: str = "") -> Iterator[str]:
-    """An exchange of an AgentUse tree: its prompt, its parts in order (texts, reasoning,
-    tool calls with their results or errors, errors), each subagent it ran under the
-    call that ran it."""
-    yield f"{pad}user> {_indented(input_text(view.turn.user_input), pad)}"
-    by_call = {s.call_id: s for s in view.subagents if s.call_id is not None}
-    for part in view.parts or []:
-        yield from _part_lines(part, style, pad)
-        call_id = part.get("callID") if part.get("type") == "tool" else None
-        sub = by_call.pop(call_id, None) if isinstance(call_id, str) else None
-        if sub is not None:
-            yield from _subagent_lines(sub, style, pad + "    ")
-    for sub in view.subagents:
-        if sub.call_id is None or sub.call_id in by_call:
-            yield from _subagent_lines(sub, style, pad + "    ")
-    if not view.turn.complete:
-        yield f"{pad}{style.dim}[incomplete]{style.reset}"
-
-
-def _subagent_lines(sub: SubagentView, style: Style, pad: str) -> Iterator[str]:
-    status = f", {sub.status}" if sub.status else ""
-    yield (f"{pad}{style.bold}↳ subagent {printable(sub.agent or '-')}{style.reset} "
-           f"{style.dim}({sub.session_id}{printable(status)}){style.reset}")
-    for turn in sub.turns:
-        yield from _exchange_lines(turn, style, pad)
-    yield from _usage_line(sub, style, pad)
-
-
-def _store_turn_lines(view: TurnView, style: Style) -> Iterator[str]:
-    """A turn read from the stored items: the user message, the assistant's messages, the
-    other items (tool calls and results, reasoning) dimmed."""
-    if view.turn.user_input is not None:  # else items before any user message: a summary
-        yield f"user> {printable(input_text(view.turn.user_input))}"
-    for item in (view.items or [])[1 if view.turn.user_input is not None else 0:]:
-        if isinstance(item, dict) and item.get("role") == "assistant":
-            yield f"agent> {printable(content_text(item.get('content')))}"
-        else:
-            yield f"{style.dim}  · {printable(clip(item_text(item), 160))}{style.reset}"
-    if not view.turn.complete:
-        yield f"{style.dim}[incomplete]{style.reset}"
-
-
 def cmd_show(args: argparse.Namespace) -> int:
-    where = _locations(args)
     found = _lookup(args)
     if isinstance(found, int):
         return found
-    view = show_session(found, full=args.full, locations=where)
-    _warn(found.problems)
-    if args.json:
-        print_json(view.to_json())
-        return EXIT_OK
-    style = Style(use_color())
-    info = found
-    print(f"{style.bold}{printable(info.session_name)}{style.reset}  "
-          f"user {printable(_user(info))}  "
-          f"{info.turns} turns  {info.items} items"
-          + (f" (+{info.archived} archived)" if info.archived else "")
-          + f"  origin {info.origin}")
-    if info.usage is not None:
-        print(f"usage: {_usage_text(info.usage, info.usage_main)}")
-    print(printable(f"log: {info.log_path or '-'}"))
-    print(printable(f"agentuse: {info.agentuse_dir or '-'}"))
-    if info.agent is not None or info.status is not None:
-        print(printable(f"agent: {info.agent or '-'}  status: {info.status or '-'}"))
-    if isinstance(view.error, dict):
-        code = f" ({view.error['code']})" if view.error.get("code") else ""
-        print(f"{style.red}error{printable(str(code))}: "
-              f"{printable(str(view.error.get('message', '')))}{style.reset}")
-    if not view.turns:
-        print(f"{style.dim}(no turns: no replay log, AgentUse exchange or stored item)"
-              f"{style.reset}")
-    elif view.source != "log":
-        where_from = {"agentuse": "the AgentUse tree", "store": "the stored items"}
-        print(f"{style.dim}(transcript from {where_from.get(view.source or '', view.source)})"
-              f"{style.reset}")
-    for number, turn in enumerate(view.turns, 1):
-        print(f"\n{style.bold}Turn {number}{style.reset}"
-              + (f" {style.dim}{turn.turn.started}{style.reset}" if turn.turn.started else ""))
-        if turn.source == "agentuse":
-            lines: Iterator[str] = _exchange_lines(turn, style)
-        elif turn.source == "store":
-            lines = _store_turn_lines(turn, style)
-        else:
-            lines = render_turns([turn.turn], color=style.reset != "")
-        for text in lines:
-            print(text)
-        for text in _usage_line(turn, style, ""):
-            print(text)
-    if view.archived is not None:
-        print(f"\n{style.bold}Archived (compacted) items: {len(view.archived)}{style.reset}")
-        for compaction_id, item in view.archived:
-            text = " ".join(item_text(item).split())
-            text = text if len(text) <= 160 else text[:159] + "…"
-            print(f"  {style.dim}[{compaction_id}]{style.reset} {text}")
-    return EXIT_OK
+    from .show import print_session  # the transcript's readers: loaded for this verb only
+
+    return print_session(found, _locations(args), full=args.full, as_json=args.json,
+                         warn=_warn)
 
 
 # -- clear ------------------------------------------------------------------------------
@@ -301,6 +132,8 @@ def cmd_clear(args: argparse.Namespace) -> int:
         if not _confirm("Remove it?"):
             eprint(f"{PROG}: nothing removed")
             return EXIT_FAILURE
+    from sessiontape.storage.sessions import clear_session
+
     result = clear_session(info, locations=where)
     for kept in result.kept:
         eprint(f"{PROG}: warning: {printable(str(kept))}")
@@ -326,6 +159,8 @@ def cmd_path(args: argparse.Namespace) -> int:
         if isinstance(found, int):
             return found
         info = found
+    from sessiontape.storage.sessions import session_locations
+
     paths = session_locations(info, locations=where)
     if args.json:
         print_json(paths)
