@@ -555,7 +555,12 @@ def test_a_build_cut_short_keeps_what_it_committed() -> None:
         assert catalog.refresh(where).reindexed == 0
 
 
-HELLO = '{"role": "user", "content": "hi"}'
+def add_item(store: Path, user: str, name: str) -> None:
+    """One user message stored for the pair, as a writer of the item store adds it."""
+    with closing(sqlite3.connect(store)) as conn, conn:
+        conn.execute("INSERT INTO session_items (user_id, session_name, created_at, "
+                     "item_json) VALUES (?, ?, ?, ?)",
+                     (user, name, int(time.time() * 1000), '{"role": "user", "content": "hi"}'))
 
 
 def test_a_store_written_for_known_pairs_is_not_listed_again() -> None:
@@ -569,24 +574,14 @@ def test_a_store_written_for_known_pairs_is_not_listed_again() -> None:
     settle()
     with Catalog() as catalog:
         assert catalog.refresh(where).listed
-        with closing(sqlite3.connect(where.store_file)) as conn, conn:
-            conn.execute("INSERT INTO session_items (user_id, session_name, created_at, "
-                         "item_json) VALUES (?, ?, ?, ?)",
-                         (BOB, "other", int(time.time() * 1000), HELLO))
-        settle()
-        summary = catalog.refresh(where)
-        assert (summary.listed, summary.store_pairs, summary.reindexed) == (False, 1, 1)
-        assert [i.to_json() for i in catalog.conversations()] == \
-            [i.to_json() for i in list_sessions(locations=where)]
-        with closing(sqlite3.connect(where.store_file)) as conn, conn:
-            conn.execute("INSERT INTO session_items (user_id, session_name, created_at, "
-                         "item_json) VALUES (?, ?, ?, ?)",
-                         (BOB, "new", int(time.time() * 1000), HELLO))
-        settle()
-        summary = catalog.refresh(where)
-        assert (summary.listed, summary.reindexed, summary.conversations) == (True, 1, 3)
-        assert [i.to_json() for i in catalog.conversations()] == \
-            [i.to_json() for i in list_sessions(locations=where)]
+        for name, expected in (("other", (False, 1, 1, 2)), ("new", (True, 0, 1, 3))):
+            add_item(where.store_file, BOB, name)
+            settle()
+            summary = catalog.refresh(where)
+            assert (summary.listed, summary.store_pairs, summary.reindexed,
+                    summary.conversations) == expected
+            assert [i.to_json() for i in catalog.conversations()] == \
+                [i.to_json() for i in list_sessions(locations=where)]
 
 
 # -- robustness -------------------------------------------------------------------------------
