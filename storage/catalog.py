@@ -331,7 +331,16 @@ class Catalog:
         self.commit_every = commit_every
         self._conn: sqlite3.Connection | None = None
         self._nothing = False  # the last refresh found no layout and no catalog
+        self._memory = False  # see in_memory()
         self._rebuilt = False
+
+    @classmethod
+    def in_memory(cls) -> Catalog:
+        """A catalog in memory, gone when closed: built from the layouts by its first
+        refresh, for answering when the catalog on disk cannot be used."""
+        catalog = cls(Path(":memory:"))
+        catalog._memory = True
+        return catalog
 
     def __enter__(self) -> Catalog:
         return self
@@ -355,6 +364,10 @@ class Catalog:
                                   "reading the sessions directly")
 
     def _open(self) -> sqlite3.Connection:
+        if self._memory:
+            conn = connect(":memory:")
+            self._version_ok(conn)
+            return conn
         if not os.path.lexists(self.path):
             # Only to make it (private): these helpers load the file writer's machinery.
             from .files import make_private_dir, prepare_private_file
@@ -443,7 +456,7 @@ class Catalog:
         that changed (a corrupt catalog is rebuilt from scratch). What it states is in the
         module's docstring; ``full`` states every file of every tree. ``progress`` is
         called with (conversations re-read, conversations to re-read) after each."""
-        if not os.path.lexists(self.path) and not any(
+        if (self._memory or not os.path.lexists(self.path)) and not any(
                 os.path.lexists(path) for path in (where.store_file, where.logs_root,
                                                    where.agentuse_root) if path is not None):
             self._nothing = True  # nothing recorded: answer from an empty catalog in memory

@@ -85,6 +85,9 @@ def test_show_of_an_unknown_or_ambiguous_name_is_the_same_error(two: None) -> No
                       )["turns"][0]["final"]["text"] == "a second porto"
 
 
+QUESTIONS = [("search", "ferry"), ("usage", "session")]
+
+
 def newer_schema() -> None:
     with closing(sqlite3.connect(default_catalog_path())) as conn, conn:
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
@@ -102,6 +105,7 @@ def corrupt() -> None:
 def test_a_catalog_that_cannot_be_used_is_said_once_and_the_answer_stays_right(
         two: None, damage: Any, said: str | None) -> None:
     before, _ = listed()
+    answers = {args: json.loads(run_cli(*args, "--json").stdout) for args in QUESTIONS}
     damage()
     after, stderr = listed()
     assert after == before == direct()
@@ -114,16 +118,25 @@ def test_a_catalog_that_cannot_be_used_is_said_once_and_the_answer_stays_right(
     assert shown.returncode == 0
     assert json.loads(shown.stdout)["session"] == find_session("oslo").to_json()
     assert shown.stderr == stderr
+    for args, answer in answers.items():  # from a catalog built in memory, when it can't be used
+        done = run_cli(*args, "--json")
+        assert (done.returncode, json.loads(done.stdout)) == (0, answer), args
+        assert done.stderr == stderr.replace("sessions:", args[0] + ":"), args
 
 
 def test_a_catalog_that_cannot_be_created_is_bypassed(two: None, tmp_path: Path) -> None:
     """The cache directory under a file: the catalog can't be made; the listing is read
-    from the files, said in one line."""
+    from the files, search and usage from a catalog in memory, each said in one line."""
+    answers = {args: json.loads(run_cli(*args, "--json").stdout) for args in QUESTIONS}
     (tmp_path / "a-file").write_text("")
     env = cli_environ(XDG_CACHE_HOME=str(tmp_path / "a-file" / "cache"))
     found, stderr = listed(env=env)
     assert found == direct()
     assert stderr.count("\n") == 1 and "cannot be used" in stderr
+    for args, answer in answers.items():
+        done = run_cli(*args, "--json", env=env)
+        assert (done.returncode, json.loads(done.stdout)) == (0, answer), args
+        assert done.stderr.count("\n") == 1 and "cannot be used" in done.stderr
 
 
 def test_catalog_refresh_and_path(two: None) -> None:

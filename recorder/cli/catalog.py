@@ -38,7 +38,7 @@ from .console import (
     project_option,
     use_color,
 )
-from .finding import Progress, open_catalog
+from .finding import Progress, answering_catalog
 
 # The JSON key that names a usage row's group.
 GROUP_KEYS = {"daily": "day", "monthly": "month", "session": "session", "model": "model",
@@ -79,7 +79,7 @@ def _hit_line(hit: SearchHit, style: Style) -> str:
 def cmd_search(args: argparse.Namespace) -> int:
     """Print the texts of every conversation that match QUERY."""
     try:
-        with open_catalog(args.project) as catalog:
+        with answering_catalog("sessiontape search", args.project) as catalog:
             hits = catalog.search(args.query, user=args.user, agent=args.agent, tool=args.tool,
                                   kind=args.kind, since=args.since, limit=args.limit)
     except SearchSyntaxError as exc:
@@ -127,7 +127,7 @@ def _usage_table(rows: list[UsageRow], group: str) -> list[str]:
 def cmd_usage(args: argparse.Namespace) -> int:
     """Print tokens and cost per day, month, session, model or agent."""
     try:
-        with open_catalog(args.project) as catalog:
+        with answering_catalog("sessiontape usage", args.project) as catalog:
             rows = catalog.usage(args.group, since=args.since, until=args.until)
     except CatalogUnavailable as exc:
         eprint(f"sessiontape usage: {exc}")

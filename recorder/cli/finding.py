@@ -57,6 +57,23 @@ def open_catalog(project: Path | None, *, full: bool = False) -> Catalog:
     return catalog
 
 
+def answering_catalog(prog: str, project: Path | None) -> Catalog:
+    """:func:`open_catalog`; when it cannot be used, one line on stderr and a catalog built
+    in memory from the layouts instead (the same answers, only slower)."""
+    try:
+        return open_catalog(project)
+    except CatalogUnavailable as exc:
+        eprint(f"{prog}: {exc}")
+    catalog = Catalog.in_memory()
+    try:
+        catalog.refresh(Locations.resolve(project_root=project),
+                        progress=Progress() if sys.stderr.isatty() else None)
+    except BaseException:
+        catalog.close()
+        raise
+    return catalog
+
+
 def conversations(prog: str, project: Path | None, user: str | None) -> list[dict[str, Any]]:
     """Every conversation (of ``user``), as ``sessions list --json`` shows them."""
     from sessiontape.storage.sessions import list_sessions  # the read model: not for search
