@@ -61,6 +61,7 @@ __all__ = [
     "SNIPPET_START",
     "Catalog",
     "CatalogUnavailable",
+    "Listed",
     "RefreshSummary",
     "SearchHit",
     "SearchSyntaxError",
@@ -68,7 +69,7 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output")
 GROUPS = ("daily", "monthly", "session", "model", "agent")
@@ -96,6 +97,7 @@ CREATE TABLE conversations (
   fingerprint TEXT NOT NULL,     -- of that: another one, and it is read again
   log_owned INTEGER NOT NULL,    -- its log has an owner record
   info TEXT NOT NULL,            -- SessionInfo JSON: what `sessions list --json` shows
+  problems TEXT NOT NULL,        -- its problems (JSON list), to warn without parsing info
   read_from TEXT NOT NULL,       -- the rows': agentuse, log, store
   head_size INTEGER, head_mtime_ns INTEGER,  -- of its head: its log, else its tree
   tree_stamp TEXT,               -- digest of every file of its tree ('': look again)
@@ -133,7 +135,8 @@ CREATE INDEX model_calls_conversation ON model_calls (conversation);
 CREATE INDEX model_calls_at ON model_calls (at_ms);
 """
 _COLUMNS = ("key", "user", "name", "agentuse_dir", "agentuse_name", "log_path", "status",
-            "last_ms", "found", "fingerprint", "log_owned", "info", "read_from", "head_size",
+            "last_ms", "found", "fingerprint", "log_owned", "info", "problems", "read_from",
+            "head_size",
             "head_mtime_ns", "tree_stamp", "newest_ns", "checked_ns")
 _UPSERT = (f"INSERT INTO conversations ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (key) DO UPDATE SET "
@@ -178,6 +181,20 @@ class UsageRow:
     cached_tokens: int
     reasoning_tokens: int
     cost: float
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A conversation as ``sessions list --json`` shows it: the object as JSON text (as
+    stored: parsing 10 000 of them would be most of a listing's time), and its problems."""
+
+    json: str
+    problems: list[str]
+
+    def data(self) -> dict[str, Any]:
+        """The object itself."""
+        parsed: dict[str, Any] = loads(self.json)
+        return parsed
 
 
 @dataclass
@@ -664,7 +681,7 @@ class Catalog:
             _sql(os.path.basename(directory)) if directory else None,
             _path(log) if log else None, _sql(info.status),
             info.last_ms, item.json(), item.fingerprint(), item.log_owned,
-            dumps_compact(info.to_json()).decode(),
+            dumps_compact(info.to_json()).decode(), dumps_compact(info.problems).decode(),
             reading.read_from, head_size, head_mtime, stamp, max(newest, head_mtime),
             started)).fetchone()[0]
         self._clear(conn, conversation)
@@ -750,7 +767,7 @@ class Catalog:
         with self._reading() as conn:
             return [UsageRow(*row) for row in conn.execute(sql, params)]
 
-    def listing(self, user: str | None = None) -> list[dict[str, Any]]:
+    def listed(self, user: str | None = None) -> list[Listed]:
         """Every conversation (of ``user``, and then no AgentUse-only one) as ``sessions
         list --json`` shows it, in its order
         (:func:`~sessiontape.storage.sessions.listing_key`); ``running`` becomes
@@ -759,12 +776,23 @@ class Catalog:
 
         where, params = ("WHERE user = ?", [_sql(user)]) if user is not None else ("", [])
         with self._reading() as conn:
-            found = [loads(text) for (text,) in
-                     conn.execute(f"SELECT info FROM conversations {where}", params)]
-        found = [recheck_status(SessionInfo.from_json(d)).to_json()
-                 if d["status"] == "running" else d for d in found]
-        return sorted(found, key=lambda d: listing_key(d["last_ms"], d["user_id"],
-                                                       d["session_name"]))
+            rows = conn.execute("SELECT key, last_ms, status, info, problems FROM "
+                                f"conversations {where}", params).fetchall()
+        found = []
+        for key, last_ms, status, info, problems in rows:
+            if status == "running":
+                info = dumps_compact(recheck_status(SessionInfo.from_json(loads(info))
+                                                    ).to_json()).decode()
+            user_id, name = loads(key)  # exact, as the columns shown are not
+            name = name if user_id is not None else os.path.basename(name)
+            found.append((listing_key(last_ms, user_id, name), info, problems))
+        found.sort(key=lambda row: row[0])
+        return [Listed(info, loads(problems) if problems != "[]" else [])
+                for _, info, problems in found]
+
+    def listing(self, user: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`listed`, each object parsed."""
+        return [listed.data() for listed in self.listed(user)]
 
     def conversations(self, user: str | None = None) -> list[SessionInfo]:
         """:meth:`listing` as SessionInfo."""

@@ -34,8 +34,8 @@ PROG = "sessiontape export"
 def _selected(args: argparse.Namespace) -> list[SessionInfo] | int:
     """Each ``--session`` once, else every conversation (of ``--user``); or an exit code."""
     if not args.session:
-        return [SessionInfo.from_json(info)
-                for info in conversations(PROG, args.project, args.user)]
+        return [SessionInfo.from_json(each.data())
+                for each in conversations(PROG, args.project, args.user)]
     found: dict[tuple[str | None, str], SessionInfo] = {}
     for name in args.session:
         info = lookup(PROG, name, args.user, args.project)

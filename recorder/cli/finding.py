@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sessiontape.storage.catalog import Catalog, CatalogUnavailable
+from sessiontape.storage.catalog import Catalog, CatalogUnavailable, Listed
 from sessiontape.storage.paths import Locations
 
 from .console import EXIT_FAILURE, EXIT_USAGE, eprint, printable
@@ -74,16 +74,17 @@ def answering_catalog(prog: str, project: Path | None) -> Catalog:
     return catalog
 
 
-def conversations(prog: str, project: Path | None, user: str | None) -> list[dict[str, Any]]:
+def conversations(prog: str, project: Path | None, user: str | None) -> list[Listed]:
     """Every conversation (of ``user``), as ``sessions list --json`` shows them."""
+    from sessiontape.storage.json_style import dumps_compact
     from sessiontape.storage.sessions import list_sessions  # the read model: not for search
 
     try:
         with open_catalog(project) as catalog:
-            return catalog.listing(user)
+            return catalog.listed(user)
     except CatalogUnavailable as exc:
         eprint(f"{prog}: {exc}")
-    return [info.to_json()
+    return [Listed(dumps_compact(info.to_json()).decode(), info.problems)
             for info in list_sessions(user, locations=Locations.resolve(project_root=project))]
 
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+import orjson
+
 from sessiontape.storage.paths import Locations
 
 from . import VERBS
@@ -57,12 +59,13 @@ def _warn(problems: list[str]) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    sessions = conversations(PROG, args.project, args.user)
-    for info in sessions:
-        _warn(info["problems"])
-    if args.json:
-        print_json(sessions)
+    listed = conversations(PROG, args.project, args.user)
+    for each in listed:
+        _warn(each.problems)
+    if args.json:  # each object as stored: one line each
+        print_json([orjson.Fragment(each.json) for each in listed])
         return EXIT_OK
+    sessions = [each.data() for each in listed]
     if not sessions:
         whose = f" of user {args.user!r}" if args.user is not None else ""
         eprint(f"{PROG}: no recorded sessions{whose}")
