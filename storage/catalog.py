@@ -4,17 +4,19 @@
 conversation (a ``(user, session)`` pair of the item store or of a replay log, or a session
 of an AgentUse tree that no pair links), its turns, subagent sessions, tool calls, model
 calls (tokens and cost) and its texts behind an FTS5 full-text index, shaped on the Agents
-Ledger model (docs/formats.md, "Catalog"). Each conversation is read as the ledger export
-reads it (:func:`sessiontape.storage.ledger.read_conversation`): from its AgentUse tree when
-it has one, else from its replay log.
+Ledger model (docs/formats.md, "Catalog"). The conversations are the ones ``sessions
+list`` lists (:func:`sessiontape.storage.sessions.gather_sessions`); each is kept as that
+listing shows it (its ``SessionInfo`` JSON, :meth:`Catalog.listed`) and read into rows as
+the ledger export reads it (:func:`sessiontape.storage.ledger.read_conversation`): from its
+AgentUse tree when it has one, else from its replay log.
 
 :meth:`Catalog.refresh` reconciles the catalog with the files, re-reading only the
 conversations that changed and dropping those that vanished. What it states:
 
 * the roots: the store file and its WAL, the logs root and each user directory, the AgentUse
-  roots. A change there (a conversation added, deleted or moved, the store written) lists
-  the conversations again, reusing what cannot have changed (log owner records, tree
-  origins);
+  root. A change there (a conversation added, deleted or moved) lists the conversations
+  again, reusing the owner records already read. When only the store changed (every
+  recorded turn writes it), only the pairs whose counts in it changed are found again;
 * each conversation's head: its log when it has one (every turn appends to it, whoever
   writes it), else its session directory (a new exchange or a rewritten ``session.json``
   changes it: writers replace files by renaming);
@@ -28,7 +30,9 @@ conversations that changed and dropping those that vanished. What it states:
 Deleting the catalog loses nothing: the next refresh rebuilds it. A corrupt catalog, or one
 of an older schema, is rebuilt; one that cannot be used (a newer schema, locked beyond the
 busy timeout, a read-only disk) raises :class:`CatalogUnavailable`, and the caller reads the
-layouts directly. This module only reads the layouts.
+layouts directly (or builds :meth:`Catalog.in_memory`). A long refresh commits every
+:data:`COMMIT_EVERY` conversations, so a killed build keeps its work. This module only reads
+the layouts.
 """
 
 from __future__ import annotations
@@ -336,8 +340,9 @@ class Catalog:
     :func:`default_catalog_path`; directories 0700, file 0600).
 
     Opened on first use; ``busy_timeout`` seconds is how long a call waits for another
-    process's write before raising :class:`CatalogUnavailable`. Use it as a context
-    manager, or :meth:`close` it.
+    process's write before raising :class:`CatalogUnavailable`; ``deep_slice`` trees
+    beyond the recent ones are wholly stated per refresh, and a refresh commits every
+    ``commit_every`` conversations read. Use it as a context manager, or :meth:`close` it.
     """
 
     def __init__(self, path: Path | None = None, *, busy_timeout: float = 5.0,
