@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from timing import median, timed_sync
+from timing import median, timed_sync, with_bytecode
 from ulid import ULID
 
 from sessiontape.storage import log_entries as e
@@ -81,10 +81,12 @@ NOW_MS = 1_795_000_000_000  # 2026-11-18; sessions spread over the 90 days befor
 
 
 def environment(home: Path) -> dict[str, str]:
-    """Every location sessiontape would use, inside ``home``."""
-    return {"SKILLET_HOME": str(home / "skillet"), "XDG_DATA_HOME": str(home / "xdg-data"),
-            "XDG_STATE_HOME": str(home / "xdg-state"), "XDG_CACHE_HOME": str(home / "xdg-cache"),
-            "XDG_CONFIG_HOME": str(home / "xdg-config"), "NO_COLOR": "1"}
+    """Every location sessiontape would use, inside ``home`` (compiled modules too:
+    :func:`timing.with_bytecode`)."""
+    return {**with_bytecode(home / "pycache"), "SKILLET_HOME": str(home / "skillet"),
+            "XDG_DATA_HOME": str(home / "xdg-data"), "XDG_STATE_HOME": str(home / "xdg-state"),
+            "XDG_CACHE_HOME": str(home / "xdg-cache"), "XDG_CONFIG_HOME": str(home / "xdg-config"),
+            "NO_COLOR": "1"}
 
 
 def layout(home: Path) -> dict[str, Path]:

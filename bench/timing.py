@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
+
+
+def with_bytecode(cache: Path) -> dict[str, str]:
+    """Environment for timing whole ``sessiontape`` processes as an installed package
+    runs: compiled modules are kept (in ``cache``, not beside the sources), even where
+    the shell sets PYTHONDONTWRITEBYTECODE (an empty value unsets it for Python)."""
+    return {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(cache)}
 
 
 def median(values: list[float]) -> float:

@@ -22,10 +22,12 @@ conversations that changed and dropping those that vanished. What it states:
   changes it: writers replace files by renaming);
 * every file and directory of the trees of the live conversations (``running``,
   ``suspended``), of those with a file changed in the last :data:`HOT_NS`, and of the
-  ``deep_slice`` least recently checked, as a digest of paths, sizes and mtimes. So an edit
-  no head shows (AgentUse continuing a conversation sessiontape logged, a part file edited
-  in place) is seen at once in a recent conversation and within ``conversations /
-  deep_slice`` refreshes in an old one; ``refresh(full=True)`` states every tree now.
+  ``deep_slice`` least recently checked (as many of these as :data:`DEEP_BUDGET_NS` allows,
+  at least one), as a digest of paths, sizes and mtimes. So an edit no head shows (AgentUse
+  continuing a conversation sessiontape logged, a part file edited in place) is seen at
+  once in a recent conversation and within ``conversations`` refreshes (``conversations /
+  deep_slice`` when the trees are in the page cache) in an old one; ``refresh(full=True)``
+  states every tree now.
 
 Deleting the catalog loses nothing: the next refresh rebuilds it. A corrupt catalog, or one
 of an older schema, is rebuilt; one that cannot be used (a newer schema, locked beyond the
@@ -73,7 +75,7 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output")
 GROUPS = ("daily", "monthly", "session", "model", "agent")
@@ -84,6 +86,9 @@ RACY_NS = 50_000_000
 # (not only its head): it may be written again where its head does not show it.
 HOT_NS = 600_000_000_000
 DEEP_SLICE = 32  # trees wholly stated per refresh beyond the live and the hot ones
+# ... but no more than this long on them, beyond the first (old trees may not be in the page
+# cache: reading 32 cold ones took 200 ms); the rest wait for the next refresh.
+DEEP_BUDGET_NS = 10_000_000
 COMMIT_EVERY = 500  # conversations read per transaction: a long build killed keeps its work
 _UNKNOWN = -2
 _MISSING = -1
@@ -130,6 +135,10 @@ CREATE TABLE store_pairs (       -- what the store said of each pair at the last
 CREATE TABLE roots (              -- the store and its WAL, the log directories, the trees'
   path BLOB PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
 CREATE INDEX conversations_checked ON conversations (checked_ns);
+CREATE INDEX conversations_newest ON conversations (newest_ns);
+CREATE INDEX conversations_status ON conversations (status);
+CREATE INDEX conversations_heads  -- covers the heads' scan: a third of the table's time
+  ON conversations (log_path, agentuse_dir, head_size, head_mtime_ns);
 CREATE INDEX conversations_name ON conversations (name);
 CREATE INDEX texts_conversation ON texts (conversation);
 CREATE INDEX turns_conversation ON turns (conversation);
@@ -564,26 +573,37 @@ class Catalog:
     def _due(self, conn: sqlite3.Connection, started: int, full: bool) -> set[int]:
         """The catalog's conversations whose files changed: every head is stated; every
         file of the trees of the live ones, the hot ones and the :attr:`deep_slice` least
-        recently checked (of all with ``full``). Trees found unchanged are marked checked."""
+        recently checked, within :data:`DEEP_BUDGET_NS` (of all with ``full``). Trees found
+        unchanged are marked checked."""
         due = set()
-        for conversation, head, size, mtime in conn.execute(
-                "SELECT id, COALESCE(log_path, agentuse_dir), head_size, head_mtime_ns "
-                "FROM conversations WHERE COALESCE(log_path, agentuse_dir) IS NOT NULL"):
+        for conversation, log, directory, size, mtime in conn.execute(
+                "SELECT id, log_path, agentuse_dir, head_size, head_mtime_ns FROM "
+                "conversations WHERE log_path IS NOT NULL OR agentuse_dir IS NOT NULL"):
             try:  # _stat's work inline: this loop runs over every conversation
-                st = os.stat(head, follow_symlinks=False)
+                st = os.stat(log or directory, follow_symlinks=False)
                 if st.st_mtime_ns == mtime and st.st_size == size:
                     continue
             except OSError:
                 if mtime == _MISSING:
                     continue
             due.add(conversation)
-        trees = conn.execute(
-            "SELECT id, agentuse_dir, tree_stamp FROM conversations WHERE agentuse_dir IS NOT "
-            "NULL AND (? OR status IN ('running', 'suspended') OR newest_ns >= ? OR id IN "
-            "(SELECT id FROM conversations WHERE agentuse_dir IS NOT NULL "
-            "ORDER BY checked_ns LIMIT ?))", (full, started - HOT_NS, self.deep_slice))
-        checked = []
-        for conversation, directory, stamp in trees.fetchall():
+        trees = "SELECT id, agentuse_dir, tree_stamp FROM conversations WHERE agentuse_dir " \
+            "IS NOT NULL"
+        if full:
+            recent, oldest = conn.execute(trees).fetchall(), []
+        else:  # each by its index: a scan of the table costs as much as the heads' stats
+            recent = conn.execute(f"{trees} AND (status IN ('running', 'suspended') OR "
+                                  "newest_ns >= ?)", (started - HOT_NS,)).fetchall()
+            oldest = conn.execute(f"{trees} ORDER BY checked_ns LIMIT ?",
+                                  (self.deep_slice,)).fetchall()
+        looked = {row[0] for row in recent}
+        old = [row for row in oldest if row[0] not in looked]
+        checked, old_since = [], 0
+        for index, (conversation, directory, stamp) in enumerate(recent + old):
+            if index >= len(recent):  # old trees: within the budget, at least one
+                old_since = old_since or time.time_ns()
+                if time.time_ns() - old_since > DEEP_BUDGET_NS:
+                    break  # those not reached are the first of the next refresh
             if conversation in due:
                 continue
             if stamp == "" or _tree_stamp(os.fsdecode(directory), started)[0] != stamp:
