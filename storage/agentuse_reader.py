@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 SESSION_FILE = "session.json"
+SUBAGENT_DIR = "subagent"  # a session's subagent sessions are in this directory of it
 OUR_VERSION_PREFIX = "sessiontape/"
 
 
@@ -314,7 +315,7 @@ def load_session(directory: Path, *, parts: bool = True) -> LoadedSession:
                 messages.append(message)
     messages.sort(key=_message_order)
     subagents = []
-    sub_root = directory / "subagent"
+    sub_root = directory / SUBAGENT_DIR
     if _is_real_dir(sub_root):
         for entry in sorted(os.scandir(sub_root), key=lambda e: e.name):
             if split_session_dir_name(entry.name) and entry.is_dir(follow_symlinks=False) \

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
+from .agentuse_reader import SUBAGENT_DIR
 from .agentuse_writer import (
     FORMAT,
-    SUBAGENT_DIR,
     AgentUseMessage,
     AgentUsePart,
     AgentUseSession,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .agentuse_reader import SUBAGENT_DIR
 from .events import Tokens
 from .file_writes import FileWorker, write_here
 from .files import atomic_write, make_private_dir
@@ -38,7 +39,6 @@ WRITER_VERSION = f"sessiontape/{__version__}"
 # The tree's format, in session.json's ``format``: what a reader dispatches on (AgentUse's
 # own sessions have no such key; docs/formats.md, "Format versions").
 FORMAT = "sessiontape-agentuse/1"
-SUBAGENT_DIR = "subagent"
 MAX_DETAIL = 4000  # characters of an error's ``detail`` kept (AgentUse's cap)
 
 

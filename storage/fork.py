@@ -40,13 +40,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .agentuse_reader import (
+    SUBAGENT_DIR,
     CorruptFileError,
     LoadedMessage,
     LoadedSession,
     load_session,
     split_session_dir_name,
 )
-from .agentuse_writer import SUBAGENT_DIR, drop_none
+from .agentuse_writer import drop_none
 from .db import PAIR, connect, connect_readonly, immediate, tables
 from .files import atomic_write, make_private_dir, prepare_private_file
 from .ids import new_ulid

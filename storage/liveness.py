@@ -26,8 +26,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from .agentuse_reader import CorruptFileError, read_json_object
-from .agentuse_writer import SUBAGENT_DIR
+from .agentuse_reader import SUBAGENT_DIR, CorruptFileError, read_json_object
 
 __all__ = ["CRASHED", "RecordingLock", "recorder_alive", "reported_status"]
 

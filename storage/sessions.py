@@ -47,7 +47,6 @@ skilled_crew writes (``callId``, ``function_call_result`` with an
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import sqlite3
@@ -1041,6 +1040,8 @@ def show_session(info: SessionInfo, *, full: bool = False,
     if full:
         archived = []
         if info.user_id is not None:
+            import asyncio
+
             from sessiontape.storage.compaction import archived_items
 
             archived = asyncio.run(archived_items(where.store_file, info.user_id,
