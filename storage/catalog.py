@@ -140,6 +140,8 @@ CREATE INDEX conversations_status ON conversations (status);
 CREATE INDEX conversations_heads  -- covers the heads' scan: a third of the table's time
   ON conversations (log_path, agentuse_dir, head_size, head_mtime_ns);
 CREATE INDEX conversations_name ON conversations (name);
+CREATE INDEX conversations_agentuse_name  -- for LIKE, case-insensitive as LIKE is
+  ON conversations (agentuse_name COLLATE NOCASE);
 CREATE INDEX texts_conversation ON texts (conversation);
 CREATE INDEX turns_conversation ON turns (conversation);
 CREATE INDEX subagents_conversation ON subagent_sessions (conversation);
@@ -154,6 +156,9 @@ _COLUMNS = ("key", "user", "name", "agentuse_dir", "agentuse_name", "log_path", 
 _UPSERT = (f"INSERT INTO conversations ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (key) DO UPDATE SET "
            f"{', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[1:])} RETURNING id")
+# A condition on the conversations table and its parameters: the conversations a refresh
+# brings in line (beyond those added or gone).
+_Scope = tuple[str, tuple[Any, ...]]
 _PER_CONVERSATION = ("subagent_sessions", "turns", "texts", "tool_calls", "model_calls")
 
 class CatalogUnavailable(RuntimeError):
@@ -487,6 +492,12 @@ class Catalog:
         that changed (a corrupt catalog is rebuilt from scratch). What it states is in the
         module's docstring; ``full`` states every file of every tree. ``progress`` is
         called with (conversations re-read, conversations to re-read) after each."""
+        return self._refreshed(where, progress, full, None)
+
+    def _refreshed(self, where: Locations, progress: Callable[[int, int], None] | None,
+                   full: bool, scope: _Scope | None) -> RefreshSummary:
+        """:meth:`refresh`, of the conversations ``scope`` selects when given (and of any
+        conversation added or gone)."""
         if (self._memory or not os.path.lexists(self.path)) and not any(
                 os.path.lexists(path) for path in (where.store_file, where.logs_root,
                                                    where.agentuse_root) if path is not None):
@@ -494,16 +505,16 @@ class Catalog:
             return RefreshSummary()
         self._nothing = False
         try:
-            return self._refresh(where, progress, full)
+            return self._refresh(where, progress, full, scope)
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError):
                 raise self._unavailable(exc) from None
             self.close()
             self._remove()
-            return self._refresh(where, progress, full)
+            return self._refresh(where, progress, full, scope)
 
     def _refresh(self, where: Locations, progress: Callable[[int, int], None] | None,
-                 full: bool) -> RefreshSummary:
+                 full: bool, scope: _Scope | None) -> RefreshSummary:
         conn = self._connection()
         summary = RefreshSummary(rebuilt=self._rebuilt)
         started = time.time_ns()
@@ -512,7 +523,7 @@ class Catalog:
         except sqlite3.OperationalError as exc:
             raise self._unavailable(exc) from None
         try:
-            self._reconcile(conn, where, started, summary, progress, full)
+            self._reconcile(conn, where, started, summary, progress, full, scope)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -523,9 +534,9 @@ class Catalog:
 
     def _reconcile(self, conn: sqlite3.Connection, where: Locations, started: int,
                    summary: RefreshSummary, progress: Callable[[int, int], None] | None,
-                   full: bool) -> None:
+                   full: bool, scope: _Scope | None) -> None:
         new, roots = self._listing(conn, where, started, summary)
-        due = self._due(conn, started, full)
+        due = self._due(conn, started, full, scope)
         if new or due:
             from .catalog_index import Found  # the layouts' readers: only when something is read
 
@@ -570,15 +581,18 @@ class Catalog:
         summary.listed = True
         return self._found_again(conn, where, started, summary)
 
-    def _due(self, conn: sqlite3.Connection, started: int, full: bool) -> set[int]:
-        """The catalog's conversations whose files changed: every head is stated; every
-        file of the trees of the live ones, the hot ones and the :attr:`deep_slice` least
-        recently checked, within :data:`DEEP_BUDGET_NS` (of all with ``full``). Trees found
-        unchanged are marked checked."""
+    def _due(self, conn: sqlite3.Connection, started: int, full: bool,
+             scope: _Scope | None) -> set[int]:
+        """The catalog's conversations (those ``scope`` selects) whose files changed: every
+        head is stated; every file of the trees of the live ones, the hot ones and the
+        :attr:`deep_slice` least recently checked, within :data:`DEEP_BUDGET_NS` (of all
+        with ``full`` or a scope). Trees found unchanged are marked checked."""
+        among, params = (f" AND ({scope[0]})", scope[1]) if scope is not None else ("", ())
         due = set()
         for conversation, log, directory, size, mtime in conn.execute(
                 "SELECT id, log_path, agentuse_dir, head_size, head_mtime_ns FROM "
-                "conversations WHERE log_path IS NOT NULL OR agentuse_dir IS NOT NULL"):
+                "conversations WHERE (log_path IS NOT NULL OR agentuse_dir IS NOT NULL)"
+                f"{among}", params):
             try:  # _stat's work inline: this loop runs over every conversation
                 st = os.stat(log or directory, follow_symlinks=False)
                 if st.st_mtime_ns == mtime and st.st_size == size:
@@ -588,9 +602,9 @@ class Catalog:
                     continue
             due.add(conversation)
         trees = "SELECT id, agentuse_dir, tree_stamp FROM conversations WHERE agentuse_dir " \
-            "IS NOT NULL"
-        if full:
-            recent, oldest = conn.execute(trees).fetchall(), []
+            f"IS NOT NULL{among}"
+        if full or scope is not None:
+            recent, oldest = conn.execute(trees, params).fetchall(), []
         else:  # each by its index: a scan of the table costs as much as the heads' stats
             recent = conn.execute(f"{trees} AND (status IN ('running', 'suspended') OR "
                                   "newest_ns >= ?)", (started - HOT_NS,)).fetchall()
@@ -825,18 +839,25 @@ class Catalog:
 
         return [SessionInfo.from_json(data) for data in self.listing(user)]
 
-    def find(self, query: str, user: str | None = None, *, by_id: bool = True) -> SessionInfo:
+    def find(self, query: str, user: str | None = None, *, by_id: bool = True,
+             where: Locations | None = None,
+             progress: Callable[[int, int], None] | None = None) -> SessionInfo:
         """The conversation ``sessions show QUERY`` means: named ``query``, else with an
         AgentUse id starting with it (:func:`~sessiontape.storage.sessions.find_session`'s
-        rules and errors)."""
+        rules and errors). With ``where``, what the answer depends on is brought in line
+        first, not the whole catalog: the roots (conversations added or gone) and the
+        conversations ``query`` names, their heads and every file of their trees."""
         from .sessions import SessionInfo, match_session, recheck_status
 
         name = _sql(query)
         pattern = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        sql = ("SELECT info FROM conversations WHERE (name = ? OR (? AND agentuse_name LIKE ? "
-               "ESCAPE '\\')) AND (? IS NULL OR user = ?)")
+        named: _Scope = ("(name = ? OR (? AND agentuse_name LIKE ? ESCAPE '\\')) AND "
+                         "(? IS NULL OR user = ?)",
+                         (name, by_id and bool(query), pattern, _sql(user), _sql(user)))
+        if where is not None:
+            self._refreshed(where, progress, False, named)
         with self._reading() as conn:
-            infos = [info for (info,) in conn.execute(sql, (name, by_id and bool(query),
-                                                            pattern, _sql(user), _sql(user)))]
+            infos = [info for (info,) in conn.execute(
+                f"SELECT info FROM conversations WHERE {named[0]}", named[1])]
         return match_session(query, [recheck_status(SessionInfo.from_json(loads(info)))
                                      for info in infos], user, by_id=by_id)

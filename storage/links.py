@@ -12,7 +12,6 @@ from contextlib import closing
 from pathlib import Path
 
 from .db import PAIR, connect, connect_readonly, tables
-from .files import prepare_private_file
 from .ids import new_ulid
 from .names import safe_join, sanitize_agent_name
 from .tables import LINKS_TABLE
@@ -29,6 +28,8 @@ _SELECT = f"SELECT agentuse_dir FROM {LINKS_TABLE} WHERE {PAIR}"
 
 
 def _connect(store_file: Path) -> sqlite3.Connection:
+    from .files import prepare_private_file  # the file writer's machinery: not for readers
+
     prepare_private_file(store_file)
     conn = connect(store_file)
     conn.execute(SCHEMA)

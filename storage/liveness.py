@@ -22,7 +22,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +102,8 @@ def recorder_alive(directory: Path, info: dict[str, Any]) -> bool | None:
     except OSError as exc:
         if exc.errno not in (errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP):
             raise
+        import socket  # rarely: a file system without locks
+
         pid, host = recorder.get("pid"), recorder.get("host")
         if isinstance(pid, int) and host == socket.gethostname():
             return _pid_alive(pid)

@@ -503,6 +503,41 @@ def test_a_recent_trees_edit_is_seen_by_the_next_refresh() -> None:
         assert sessions(catalog.search('"fresh edit"')) == {"fresh"}
 
 
+def test_find_brings_in_line_the_conversations_it_names_and_no_other() -> None:
+    """``find(where=...)`` (what ``sessions show`` asks) re-reads the conversation it is
+    asked for, however it changed (here a part edited in place that no head shows and no
+    refresh with deep_slice 0 sees), and finds one added since; another conversation's
+    change, even to its head, is left to the next whole refresh."""
+    recs = record(*((ANN, f"old{i}", lambda r, i=i: squares(r, f"old {i} first", f"old {i} done"))
+                    for i in range(2)))
+    where = where_of(recs["old0"])
+    for rec in recs.values():
+        assert rec.session_dir is not None
+        age(rec.session_dir, rec.log_path)
+    with Catalog(deep_slice=0) as catalog:
+        assert where.refresh(catalog).reindexed == 2
+        for name in ("old0", "old1"):
+            tree = recs[name].session_dir
+            assert tree is not None
+            done = f"old {name[-1]} done".encode()
+            edit_in_place(text_part(tree, done.decode()), done, done.replace(b"done", b"edit"))
+        with open(recs["old1"].log_path, "ab") as log:  # and old1's head
+            log.write(json.dumps(log_entries.user_message("old 1 again")).encode() + b"\n")
+        age(recs["old1"].log_path, days=1)
+
+        assert catalog.find("old0", where=where.locations).session_name == "old0"
+        assert sessions(catalog.search('"old 0 edit"')) == {"old0"}
+        assert catalog.search('"old 1 edit"') == []  # not named: not read
+
+        added = record((ANN, "added", lambda r: squares(r, "added first", "added done")))
+        settle()
+        assert catalog.find("added", where=where.locations).log_path == \
+            added["added"].log_path
+        summary = where.refresh(catalog)
+        assert (summary.reindexed, summary.conversations) == (1, 3)  # old1 only
+        assert sessions(catalog.search('"old 1 edit"')) == {"old1"}
+
+
 def test_names_and_texts_that_are_not_utf8_are_catalogued() -> None:
     """A skilled_crew log whose file name is not UTF-8 (the byte 0xE9, read as a lone
     surrogate) and whose lines hold lone surrogates (JSON's \\udXXX): listed exactly as

@@ -43,6 +43,10 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
+def _progress() -> Progress | None:
+    return Progress() if sys.stderr.isatty() else None
+
+
 def open_catalog(project: Path | None, *, full: bool = False) -> Catalog:
     """The catalog, brought up to date with the layouts of ``project``'s environment (a
     progress line when stderr is a terminal; ``full``: every tree stated). Raises
@@ -50,7 +54,7 @@ def open_catalog(project: Path | None, *, full: bool = False) -> Catalog:
     catalog = Catalog()
     try:
         catalog.refresh(Locations.resolve(project_root=project), full=full,
-                        progress=Progress() if sys.stderr.isatty() else None)
+                        progress=_progress())
     except BaseException:
         catalog.close()
         raise
@@ -66,8 +70,7 @@ def answering_catalog(prog: str, project: Path | None) -> Catalog:
         eprint(f"{prog}: {exc}")
     catalog = Catalog.in_memory()
     try:
-        catalog.refresh(Locations.resolve(project_root=project),
-                        progress=Progress() if sys.stderr.isatty() else None)
+        catalog.refresh(Locations.resolve(project_root=project), progress=_progress())
     except BaseException:
         catalog.close()
         raise
@@ -100,8 +103,9 @@ def lookup(prog: str, query: str, user: str | None, project: Path | None, *,
 
     try:
         try:
-            with open_catalog(project) as catalog:
-                return catalog.find(query, user, by_id=by_id)
+            with Catalog() as catalog:  # brings in line only what the answer depends on
+                return catalog.find(query, user, by_id=by_id, progress=_progress(),
+                                    where=Locations.resolve(project_root=project))
         except CatalogUnavailable as exc:
             eprint(f"{prog}: {exc}")
         return find_session(query, user, by_id=by_id,

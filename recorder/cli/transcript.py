@@ -5,17 +5,19 @@ skillet's lines or as JSON lines (:class:`EntryFormatter`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from sessiontape.storage.items import clip, content_text
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.log_entries import step_failed, step_of
-from sessiontape.storage.log_follow import LogSource
 from sessiontape.storage.log_reader import LogEntry, Turn
 
 from .console import Style, printable
+
+if TYPE_CHECKING:  # the follow engine is for log stream alone
+    from sessiontape.storage.log_follow import LogSource
 
 __all__ = ["EntryFormatter", "describe_step", "input_text", "render_turns"]
 
