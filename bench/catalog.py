@@ -18,10 +18,14 @@ Measured, page cache warm:
   conversation, the recording itself not timed);
 * in-process :meth:`Catalog.search` of a phrase, a prefix and a NOT query (median of
   20 each) and :meth:`Catalog.usage` by model, session and day (median of 10 each);
-* whole processes (median of 5): ``sessiontape search QUERY --json`` and
-  ``sessiontape usage model --json``, each bringing the catalog up to date first (a
-  refresh that stats every conversation's files), the same search on an empty home
-  (start-up and imports) and ``sessiontape --version``.
+* whole processes (median of 5) of sessiontape installed from a wheel
+  (``bench/installed.py``: what users run, without the editable install's import hook):
+  ``sessiontape search QUERY --json``, ``usage model --json`` and ``sessions list
+  --json``, each bringing the catalog up to date first (a refresh that stats every
+  conversation's head), ``sessions show NAME --json`` (which brings in line only what
+  the name selects), the same search on an empty home (start-up and imports) and
+  ``sessiontape --version``; and search and show again with this environment's editable
+  install, for comparison.
 
 It ends with the targets of the issue (build <= 30 s, search <= 100 ms, usage model
 <= 0.5 s, the last two as whole processes). About 2 minutes for 10 000 sessions on
@@ -42,6 +46,7 @@ import time
 from pathlib import Path
 
 import orjson
+from installed import installed_sessiontape
 from sessions_listing import EXECUTABLE, environment, generate_and_say, layout, session_for
 from timing import median, timed_sync
 
@@ -50,12 +55,14 @@ USAGE_GROUPS = ("model", "session", "daily")
 NEW_WORD = "zeppelin"  # in each recorded turn's answer; the generator never writes it
 
 
-def run_cli(args: list[str], env: dict[str, str], cwd: Path, repeat: int) -> tuple[float, bytes]:
-    """Median wall seconds of ``repeat`` runs of ``sessiontape ARGS``, and the last stdout."""
+def run_cli(args: list[str], env: dict[str, str], cwd: Path, repeat: int,
+            executable: Path = EXECUTABLE) -> tuple[float, bytes]:
+    """Median wall seconds of ``repeat`` runs of ``sessiontape ARGS`` (by default this
+    environment's), and the last stdout."""
     times, out = [], b""
     for _ in range(repeat):
         start = time.perf_counter()
-        done = subprocess.run([str(EXECUTABLE), *args], env=env, cwd=cwd, capture_output=True,
+        done = subprocess.run([str(executable), *args], env=env, cwd=cwd, capture_output=True,
                               check=False)
         times.append(time.perf_counter() - start)
         if done.returncode != 0:
@@ -149,21 +156,28 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
         assert rows
     catalog.close()
 
-    cli_search, out = run_cli(["search", SEARCHES["phrase"], "--json"], env, project, 5)
+    installed = installed_sessiontape(home.parent / "installed")
+
+    def cli(args: list[str], executable: Path = installed) -> tuple[float, bytes]:
+        return run_cli(args, env, project, 5, executable)
+
+    cli_search, out = cli(["search", SEARCHES["phrase"], "--json"])
     assert orjson.loads(out), "sessiontape search found nothing"
-    cli_usage, out = run_cli(["usage", "model", "--json"], env, project, 5)
+    cli_usage, out = cli(["usage", "model", "--json"])
     by_model = orjson.loads(out)
     assert sum(row["calls"] for row in by_model) > sessions, by_model
-    cli_list, out = run_cli(["sessions", "list", "--json"], env, project, 5)
+    cli_list, out = cli(["sessions", "list", "--json"])
     assert len(orjson.loads(out)) == sessions, "sessions list did not list every session"
     shown = session_for(sessions // 4)[1]
-    cli_show, out = run_cli(["sessions", "show", shown, "--json"], env, project, 5)
+    cli_show, out = cli(["sessions", "show", shown, "--json"])
     assert orjson.loads(out)["session"]["session_name"] == shown
-    cli_version, _ = run_cli(["--version"], env, project, 5)
+    cli_version, _ = cli(["--version"])
+    dev_search, _ = cli(["search", SEARCHES["phrase"], "--json"], EXECUTABLE)
+    dev_show, _ = cli(["sessions", "show", shown, "--json"], EXECUTABLE)
     empty = home.parent / "empty-home"  # start-up and imports, nothing to refresh
     (empty / "project").mkdir(parents=True)
     cli_empty, _ = run_cli(["search", SEARCHES["phrase"], "--json"],
-                           {**os.environ, **environment(empty)}, empty / "project", 5)
+                           {**os.environ, **environment(empty)}, empty / "project", 5, installed)
 
     def ms(seconds: float) -> str:
         return f"{seconds * 1e3:.1f} ms"
@@ -183,6 +197,8 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
         ("sessiontape sessions show NAME --json (median of 5)", ms(cli_show)),
         ("sessiontape search ... --json on an empty home (median of 5)", ms(cli_empty)),
         ("sessiontape --version (median of 5)", ms(cli_version)),
+        ("  the same search, editable dev install (median of 5)", ms(dev_search)),
+        ("  the same show, editable dev install (median of 5)", ms(dev_show)),
     ]
     figures = {"build": build, "search": searches["phrase"], "cli_search": cli_search,
                "usage": usages["model"], "cli_usage": cli_usage, "cli_list": cli_list,

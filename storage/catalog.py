@@ -323,6 +323,16 @@ def _tree_stamp(directory: str, started_ns: int) -> tuple[str | None, int]:
 # -- finding the conversations --------------------------------------------------------------
 
 
+def _store_pairs(conn: sqlite3.Connection, pairs: set[tuple[str, str]] | None
+                 ) -> dict[tuple[str, ...], tuple[str, bytes | None]]:
+    """The catalog's ``store_pairs`` rows (of ``pairs`` only, when given) by pair."""
+    among = "" if pairs is None else " WHERE key IN (SELECT value FROM json_each(?))"
+    params = () if pairs is None else (
+        dumps_compact([dumps_compact(list(pair)).decode() for pair in pairs]).decode(),)
+    return {tuple(loads(key)): (counts, link) for key, counts, link in
+            conn.execute(f"SELECT key, counts, link FROM store_pairs{among}", params)}
+
+
 def _root_paths(where: Locations) -> list[str]:
     """What says that a conversation came or went: the store (and its WAL), the log
     directories, the AgentUse root."""
@@ -637,11 +647,16 @@ class Catalog:
         from .sessions import gather_sessions, store_facts
 
         roots = _recorded(_root_paths(where), started)  # before reading: a later change shows
-        facts = store_facts(where.store_file)
-        before = {tuple(loads(key)): (counts, link) for key, counts, link in
-                  conn.execute("SELECT key, counts, link FROM store_pairs")}
-        if facts.keys() != before.keys():
-            return None
+        grown = self._store_grown(conn, where)
+        before = _store_pairs(conn, grown)
+        if grown is not None:  # only items added: those pairs' facts, not every pair's
+            if before.keys() != grown:
+                return None
+            facts = store_facts(where.store_file, grown)
+        else:
+            facts = store_facts(where.store_file)
+            if facts.keys() != before.keys():
+                return None
         now = {pair: (repr(fact[:5]), _path(fact[5]) if fact[5] else None)
                for pair, fact in facts.items()}
         changed = {pair for pair in facts if now[pair] != before[pair]}
@@ -661,10 +676,25 @@ class Catalog:
             (dumps_compact([item.key for item in found]).decode(),)).fetchall())
         return [item for item in found if stored.get(item.key) != item.fingerprint()], roots
 
+    def _store_grown(self, conn: sqlite3.Connection, where: Locations
+                     ) -> set[tuple[str, str]] | None:
+        """The pairs given items since the store was last looked at, when nothing else
+        happened to it (:func:`~sessiontape.storage.sessions.store_growth`); the marks
+        are kept for next time."""
+        from .sessions import store_growth
+
+        row = conn.execute("SELECT value FROM meta WHERE key = 'store_marks'").fetchone()
+        marks, grown = store_growth(where.store_file, loads(row[0]) if row else None)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('store_marks', ?)",
+                     (dumps_compact(marks).decode(),))
+        return grown
+
     def _keep_store_facts(self, conn: sqlite3.Connection, where: Locations) -> None:
-        """What the store says of each pair now, for :meth:`_store_changed` to compare."""
+        """What the store says of each pair now, for :meth:`_store_changed` to compare
+        (and its marks, taken first: a pair written meanwhile is looked at again)."""
         from .sessions import store_facts
 
+        self._store_grown(conn, where)
         conn.execute("DELETE FROM store_pairs")
         conn.executemany("INSERT INTO store_pairs VALUES (?, ?, ?)", [
             (dumps_compact(list(pair)).decode(), repr(fact[:5]),

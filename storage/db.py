@@ -30,12 +30,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-__all__ = ["BUSY_TIMEOUT_S", "META_SCHEMA", "PAIR", "connect", "connect_readonly", "immediate",
-           "tables"]
+__all__ = ["BUSY_TIMEOUT_S", "IN_PAIRS", "META_SCHEMA", "PAIR", "connect", "connect_readonly",
+           "immediate", "tables"]
 
 BUSY_TIMEOUT_S = 30.0  # how long a write waits for another process's write to end
 # One conversation's rows, in any table of ours (two parameters: user_id, session_name).
 PAIR = "user_id = ? AND session_name = ?"
+# Rows of any of some pairs (one parameter: the pairs as a JSON array of [user, name]).
+IN_PAIRS = ("(user_id, session_name) IN (SELECT json_extract(value, '$[0]'), "
+            "json_extract(value, '$[1]') FROM json_each(?))")
 META_SCHEMA = ("CREATE TABLE IF NOT EXISTS sessiontape_meta "
                "(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 

@@ -11,7 +11,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from .db import PAIR, connect, connect_readonly, tables
+from .db import IN_PAIRS, PAIR, connect, connect_readonly, tables
 from .ids import new_ulid
 from .names import safe_join, sanitize_agent_name
 from .tables import LINKS_TABLE
@@ -73,15 +73,16 @@ def read_links(store_file: Path) -> list[tuple[str, str, Path]]:
     return [(user, name, Path(directory)) for user, name, directory in link_rows(store_file)]
 
 
-def link_rows(store_file: Path) -> list[tuple[str, str, str]]:
+def link_rows(store_file: Path, pairs: str | None = None) -> list[tuple[str, str, str]]:
     """:func:`read_links` with the directories as text (for 10 000 links, the ``Path``
-    objects cost ~0.1 s)."""
+    objects cost ~0.1 s); ``pairs``: only those (JSON, :data:`~.db.IN_PAIRS`)."""
     conn = _connect_readonly(store_file)
     if conn is None:
         return []
+    where, params = (f"WHERE {IN_PAIRS} ", (pairs,)) if pairs is not None else ("", ())
     with closing(conn):
         return conn.execute(f"SELECT user_id, session_name, agentuse_dir FROM {LINKS_TABLE} "
-                            "ORDER BY user_id, session_name").fetchall()
+                            f"{where}ORDER BY user_id, session_name", params).fetchall()
 
 
 def agentuse_dir_for(store_file: Path, user_id: str, session_name: str,

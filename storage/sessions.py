@@ -65,7 +65,7 @@ from .agentuse_reader import (
     read_json_object,
     split_session_dir_name,
 )
-from .db import PAIR, connect, connect_readonly, immediate, tables
+from .db import IN_PAIRS, PAIR, connect, connect_readonly, immediate, tables
 from .items import content_text, output_text
 from .json_style import dumps_compact, loads
 from .links import link_rows
@@ -430,29 +430,75 @@ def _count_store_turns(store_file: Path, infos: Sequence[SessionInfo]) -> None:
 # -- reading the store ------------------------------------------------------------------
 
 
-def _count_by_pair(conn: sqlite3.Connection, table: str) -> _PairCounts:
-    rows = conn.execute(f"SELECT user_id, session_name, COUNT(*) FROM {table} "
-                        "GROUP BY user_id, session_name").fetchall()
+def _count_by_pair(conn: sqlite3.Connection, table: str, among: tuple[str, ...]) -> _PairCounts:
+    where = f"WHERE {IN_PAIRS} " if among else ""
+    rows = conn.execute(f"SELECT user_id, session_name, COUNT(*) FROM {table} {where}"
+                        "GROUP BY user_id, session_name", among).fetchall()
     return {(user, name): count for user, name, count in rows}
 
 
-def _read_store(store_file: Path,
-                user_id: str | None) -> tuple[list[Any], _PairCounts, _PairCounts]:
-    """``list_sessions`` rows, archived counts and compaction counts per pair."""
+def _pairs_param(pairs: Iterable[tuple[str, str]] | None) -> tuple[str, ...]:
+    """The parameter of :data:`~sessiontape.storage.db.IN_PAIRS` (none for every pair)."""
+    return () if pairs is None else (dumps_compact([list(pair) for pair in pairs]).decode(),)
+
+
+def _read_store(store_file: Path, user_id: str | None,
+                pairs: set[tuple[str, str]] | None = None
+                ) -> tuple[list[Any], _PairCounts, _PairCounts]:
+    """``list_sessions`` rows, archived counts and compaction counts per pair (of
+    ``pairs`` only, when given)."""
     conn = connect_readonly(store_file)
     if conn is None:
         return [], {}, {}
+    among = _pairs_param(pairs)
     with closing(conn):
         present = tables(conn)
-        archived = _count_by_pair(conn, ARCHIVE_TABLE) if ARCHIVE_TABLE in present else {}
-        compactions = (_count_by_pair(conn, COMPACTIONS_TABLE)
+        archived = _count_by_pair(conn, ARCHIVE_TABLE, among) \
+            if ARCHIVE_TABLE in present else {}
+        compactions = (_count_by_pair(conn, COMPACTIONS_TABLE, among)
                        if COMPACTIONS_TABLE in present else {})
         stored = []
         if "session_items" in present:  # plain sqlite3: listing needs no Agents SDK
-            params = (user_id,) if user_id is not None else ()
-            stored = [StoredSession(*row) for row in
-                      conn.execute(list_sessions_sql(user_id is not None), params)]
+            params = ((user_id,) if user_id is not None else ()) + among
+            sql = list_sessions_sql(user_id is not None, IN_PAIRS if among else None)
+            stored = [StoredSession(*row) for row in conn.execute(sql, params)]
     return stored, archived, compactions
+
+
+def store_growth(store_file: Path, before: Sequence[int] | None
+                 ) -> tuple[list[int] | None, set[tuple[str, str]] | None]:
+    """The store's marks now, and the pairs given items since the marks ``before`` when
+    that is all that happened to the store (None: something else did, or it cannot be
+    told). The marks: the AUTOINCREMENT sequence of ``session_items`` (ids are never
+    reused), its rows, and the rows of the archive, compaction and link tables; the
+    store only grew when none of the last three changed and the items above the old
+    sequence are all the new rows (none was deleted). No marks (None) for a store whose
+    ``session_items`` has no AUTOINCREMENT sequence yet."""
+    conn = connect_readonly(store_file)
+    if conn is None:
+        return None, None
+    with closing(conn):
+        present = tables(conn)
+        if not {"session_items", "sqlite_sequence"} <= present:
+            return None, None
+        conn.execute("BEGIN")  # one snapshot for every count
+        try:
+            sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = "
+                                    "'session_items'").fetchone()
+            if sequence is None:
+                return None, None
+            marks = [sequence[0], *(
+                conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                if table in present else -1 for table in PAIR_TABLES)]
+            if before is None or len(before) != len(marks) or marks[2:] != list(before[2:]) \
+                    or marks[0] < before[0]:
+                return marks, None
+            added = conn.execute("SELECT user_id, session_name FROM session_items "
+                                 "WHERE id > ?", (before[0],)).fetchall()
+        finally:
+            conn.execute("ROLLBACK")
+    return marks, ({(user, name) for user, name in added}
+                   if marks[1] == before[1] + len(added) else None)
 
 
 @dataclass(frozen=True)
@@ -593,14 +639,14 @@ def gather_sessions(user_id: str | None, where: Locations,
     logs to the pair their owner record names, read before (owner records never change).
     With ``pairs``, only those pairs of the store (their logs found by name, no log
     directory or tree listed)."""
-    stored, archived, compactions = _read_store(where.store_file, user_id)
+    stored, archived, compactions = _read_store(where.store_file, user_id, pairs)
     found: dict[tuple[str, str], SessionInfo] = {}
     for row in stored:
         if pairs is None or (row.user_id, row.session_name) in pairs:
             found[(row.user_id, row.session_name)] = SessionInfo(
                 row.user_id, row.session_name, items=row.items, first_ms=row.first_ms,
                 last_ms=row.last_ms, sources=["store"])
-    for user, name, directory in link_rows(where.store_file):
+    for user, name, directory in link_rows(where.store_file, *_pairs_param(pairs)):
         if (user_id is not None and user != user_id) or \
                 (pairs is not None and (user, name) not in pairs):
             continue
@@ -630,12 +676,14 @@ def gather_sessions(user_id: str | None, where: Locations,
     return sessions
 
 
-def store_facts(store_file: Path) -> dict[tuple[str, str], tuple[Any, ...]]:
-    """What the store says of each pair, as :func:`gather_sessions` reads it: its items,
-    first and last ``created_at``, archived items, compaction records and linked
-    directory."""
-    stored, archived, compactions = _read_store(store_file, None)
-    links = {(user, name): directory for user, name, directory in link_rows(store_file)}
+def store_facts(store_file: Path, pairs: set[tuple[str, str]] | None = None
+                ) -> dict[tuple[str, str], tuple[Any, ...]]:
+    """What the store says of each pair (of ``pairs``, when given), as
+    :func:`gather_sessions` reads it: its items, first and last ``created_at``, archived
+    items, compaction records and linked directory."""
+    stored, archived, compactions = _read_store(store_file, None, pairs)
+    links = {(user, name): directory
+             for user, name, directory in link_rows(store_file, *_pairs_param(pairs))}
     rows = {(row.user_id, row.session_name): row for row in stored}
     return {pair: (*((rows[pair].items, rows[pair].first_ms, rows[pair].last_ms)
                      if pair in rows else (0, None, None)),

@@ -15,12 +15,14 @@ LINKS_TABLE = "sessiontape_links"
 PAIR_TABLES = ("session_items", ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE)
 
 
-def list_sessions_sql(by_user: bool) -> str:
+def list_sessions_sql(by_user: bool, where: str | None = None) -> str:
     """Every ``(user_id, session_name)`` of ``session_items`` with its item count and
-    first/last ``created_at``, newest first (one ``?`` for the user when ``by_user``)."""
-    where = "WHERE user_id = ? " if by_user else ""
+    first/last ``created_at``, newest first (one ``?`` for the user when ``by_user``;
+    ``where``: a further condition on the rows, with its parameters after the user's)."""
+    conditions = ["user_id = ?"] * by_user + ([where] if where else [])
+    filtered = f"WHERE {' AND '.join(conditions)} " if conditions else ""
     return ("SELECT user_id, session_name, COUNT(*), MIN(created_at), MAX(created_at) "
-            f"FROM session_items {where}GROUP BY user_id, session_name "
+            f"FROM session_items {filtered}GROUP BY user_id, session_name "
             "ORDER BY MAX(created_at) DESC, user_id, session_name")
 
 

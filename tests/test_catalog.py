@@ -41,10 +41,17 @@ from sessiontape.storage.catalog import (
     default_catalog_path,
 )
 from sessiontape.storage.file_writes import atomic_write
+from sessiontape.storage.item_store import SCHEMA as ITEM_SCHEMA
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import Locations, SkilletPaths
-from sessiontape.storage.sessions import UnknownSessionError, find_session, list_sessions
+from sessiontape.storage.sessions import (
+    UnknownSessionError,
+    find_session,
+    list_sessions,
+    store_growth,
+)
+from sessiontape.storage.tables import ARCHIVE_TABLE
 
 pytestmark = pytest.mark.xdist_group("catalog")
 
@@ -617,6 +624,76 @@ def test_a_store_written_for_known_pairs_is_not_listed_again() -> None:
                     summary.conversations) == expected
             assert [i.to_json() for i in catalog.conversations()] == \
                 [i.to_json() for i in list_sessions(locations=where)]
+
+
+def test_an_item_popped_or_replaced_is_seen_though_no_item_was_added() -> None:
+    """The store's last item popped (the SDK's ``Session.pop_item``), then one popped and
+    another added (as many rows as before, a higher id): each is seen by the next refresh,
+    though only additions are told apart cheaply (``store_growth``)."""
+    recs = record((ANN, "popped", lambda r: squares(r, "popped first", "popped done")),
+                  (BOB, "other", lambda r: squares(r, "other first", "other done")))
+    where = where_of(recs["popped"]).locations
+    settle()
+
+    def pop(name: str) -> None:
+        with closing(sqlite3.connect(where.store_file)) as conn, conn:
+            conn.execute("DELETE FROM session_items WHERE id = (SELECT MAX(id) FROM "
+                         "session_items WHERE session_name = ?)", (name,))
+
+    def items() -> dict[str, int]:
+        return {info.session_name: info.items for info in catalog.conversations()}
+
+    with Catalog() as catalog:
+        catalog.refresh(where)
+        before = items()
+        pop("popped")
+        settle()
+        catalog.refresh(where)
+        assert items() == {**before, "popped": before["popped"] - 1}
+        pop("other")
+        add_item(where.store_file, BOB, "other")
+        settle()
+        catalog.refresh(where)
+        assert [i.to_json() for i in catalog.conversations()] == \
+            [i.to_json() for i in list_sessions(locations=where)]
+        assert items()["other"] == before["other"]
+
+
+def test_the_store_marks_tell_items_added_from_anything_else(tmp_path: Path) -> None:
+    """``store_growth``: the pairs given items since the marks, and None when anything
+    else happened (an item deleted, even with another added; an archive row), or when
+    ``session_items`` has no AUTOINCREMENT sequence to go by (ids may be reused)."""
+    store = tmp_path / "store.sqlite"
+    with closing(sqlite3.connect(store)) as conn:
+        conn.executescript(ITEM_SCHEMA)
+    assert store_growth(store, None) == (None, None)  # no item yet: no sequence
+    add_item(store, ANN, "a")
+    marks, grown = store_growth(store, None)
+    assert marks is not None and grown is None
+    add_item(store, ANN, "a")
+    add_item(store, BOB, "b")
+    marks, grown = store_growth(store, marks)
+    assert grown == {(ANN, "a"), (BOB, "b")}
+    assert store_growth(store, marks)[1] == set()
+    with closing(sqlite3.connect(store)) as conn, conn:
+        conn.execute("DELETE FROM session_items WHERE id = 1")
+    add_item(store, ANN, "a")
+    marks, grown = store_growth(store, marks)
+    assert grown is None
+    with closing(sqlite3.connect(store)) as conn, conn:
+        conn.execute(f"CREATE TABLE {ARCHIVE_TABLE} (user_id TEXT, session_name TEXT)")
+    marks, grown = store_growth(store, marks)
+    assert grown is None
+    with closing(sqlite3.connect(store)) as conn, conn:
+        conn.execute(f"INSERT INTO {ARCHIVE_TABLE} VALUES (?, ?)", (ANN, "a"))
+    assert store_growth(store, marks)[1] is None
+
+    reused = tmp_path / "reused.sqlite"
+    with closing(sqlite3.connect(reused)) as conn:
+        conn.execute("CREATE TABLE session_items (id INTEGER PRIMARY KEY, user_id TEXT, "
+                     "session_name TEXT, created_at INTEGER, item_json TEXT)")
+    add_item(reused, ANN, "a")
+    assert store_growth(reused, None) == (None, None)
 
 
 # -- robustness -------------------------------------------------------------------------------
