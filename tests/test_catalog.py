@@ -433,16 +433,23 @@ def edit_in_place(path: Path, old: bytes, new: bytes) -> None:
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
 
 
+def record_old(count: int) -> dict[str, Recorder]:
+    """Conversations ``old0``... of one turn each (``old N first``, ``old N done``), their
+    trees and logs dated two days back."""
+    recs = record(*((ANN, f"old{i}", lambda r, i=i: squares(r, f"old {i} first", f"old {i} done"))
+                    for i in range(count)))
+    for rec in recs.values():
+        assert rec.session_dir is not None
+        age(rec.session_dir, rec.log_path)
+    return recs
+
+
 def test_an_old_trees_edit_no_head_shows_is_seen_in_turn_and_at_once_with_full() -> None:
     """Of old conversations every refresh states the heads (their logs) and one
     ``deep_slice`` of trees: a part edited in place (no directory changes, the log
     untouched) is seen within conversations / deep_slice refreshes, or at once with full."""
-    recs = record(*((ANN, f"old{i}", lambda r, i=i: squares(r, f"old {i} first", f"old {i} done"))
-                    for i in range(3)))
+    recs = record_old(3)
     where = where_of(recs["old0"])
-    for rec in recs.values():
-        assert rec.session_dir is not None
-        age(rec.session_dir, rec.log_path)
     with Catalog(deep_slice=1) as catalog:
         assert where.refresh(catalog).reindexed == 3
         assert where.refresh(catalog).reindexed == 0
@@ -515,12 +522,8 @@ def test_find_brings_in_line_the_conversations_it_names_and_no_other() -> None:
     asked for, however it changed (here a part edited in place that no head shows and no
     refresh with deep_slice 0 sees), and finds one added since; another conversation's
     change, even to its head, is left to the next whole refresh."""
-    recs = record(*((ANN, f"old{i}", lambda r, i=i: squares(r, f"old {i} first", f"old {i} done"))
-                    for i in range(2)))
+    recs = record_old(2)
     where = where_of(recs["old0"])
-    for rec in recs.values():
-        assert rec.session_dir is not None
-        age(rec.session_dir, rec.log_path)
     with Catalog(deep_slice=0) as catalog:
         assert where.refresh(catalog).reindexed == 2
         for name in ("old0", "old1"):
