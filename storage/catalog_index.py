@@ -25,8 +25,8 @@ from .ledger import (
     read_conversation,
     response_of,
 )
+from .log_owners import owner_record_name
 from .paths import Locations
-from .replay_log import owner_record_name
 from .sessions import SessionInfo, fill_session, gather_sessions
 
 __all__ = ["Found", "Reading", "Rows", "discover", "read"]

@@ -53,9 +53,10 @@ from .files import atomic_write, make_private_dir, prepare_private_file
 from .ids import new_ulid
 from .json_style import dumps_pretty, loads
 from .links import SCHEMA as LINKS_SCHEMA
+from .log_owners import find_log_path, owner_record_path
 from .log_reader import LogEntry, SessionLogReader, group_turns, open_log
 from .names import safe_join, sanitize_log_name
-from .replay_log import find_log_path, log_path_for, owner_record_path
+from .replay_log import log_path_for
 from .tables import ARCHIVE_TABLE, LINKS_TABLE, PAIR_TABLES
 
 __all__ = ["ForkError", "ForkResult", "NameTakenError", "TurnRangeError", "fork_session"]

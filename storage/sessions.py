@@ -70,9 +70,9 @@ from .items import content_text, output_text
 from .json_style import dumps_compact, loads
 from .links import link_rows
 from .liveness import reported_status
+from .log_owners import find_log_path, log_owner, owner_record_name, owner_record_path
 from .log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
 from .paths import Locations, SkilletPaths, agentuse_sessions_root
-from .replay_log import find_log_path, log_owner, owner_record_name, owner_record_path
 from .tables import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,

@@ -15,7 +15,9 @@ from harness import run as run_process
 from harness import run_cli as run
 
 from sessiontape.cli import VERBS
-from sessiontape.storage.paths import agentuse_sessions_root
+from sessiontape.storage import log_entries
+from sessiontape.storage.json_style import dumps_compact
+from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
 from sessiontape.storage.version import __version__
 
 
@@ -78,15 +80,38 @@ IMPORTED_BY = textwrap.dedent("""
             contextlib.redirect_stderr(io.StringIO()):
         main(sys.argv[1:])
     print(json.dumps(sorted(name for name in sys.modules
-                            if name.startswith(("sessiontape", "agents")))))
+                            if name.startswith(("sessiontape", "agents", "asyncio")))))
 """)
 
 
 def imported_by(*args: str) -> list[str]:
-    """The sessiontape and Agents SDK modules a command line imports, run in a fresh process."""
+    """The sessiontape, Agents SDK and asyncio modules a command line imports, run in a
+    fresh process."""
     done = run_process([sys.executable, "-c", IMPORTED_BY, *args], cwd=REPO)
     assert done.returncode == 0, done.stderr
     return list(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_show_and_search_load_no_sdk_no_writer_no_asyncio() -> None:
+    """``sessions show`` and ``search`` load neither the Agents SDK, nor the file-writing
+    machinery, nor ``asyncio``, nor the log follow engine, once the catalog exists (making
+    it is a write): what keeps them near 100 ms (docs/performance.md, "Catalog")."""
+    logs = SkilletPaths.resolve().logs_root / "ann"
+    logs.mkdir(parents=True)
+    with open(logs / "trip.jsonl", "wb") as log:
+        for entry in (log_entries.user_message("plan a rainy day"),
+                      log_entries.final_result("see the museums")):
+            log.write(dumps_compact(entry) + b"\n")
+    heavy = {"agents", "asyncio", "sessiontape.storage.file_writes",
+             "sessiontape.storage.events", "sessiontape.storage.log_follow"}
+    assert "sessiontape.storage.file_writes" in imported_by("catalog", "refresh")
+    for _ in range(2):
+        shown = set(imported_by("sessions", "show", "trip", "--json"))
+        assert "sessiontape.cli.show" in shown and not heavy & shown, heavy & shown
+        found = set(imported_by("search", "rainy", "--json"))
+        assert "sessiontape.storage.catalog" in found and not heavy & found, heavy & found
+    hits = json.loads(run("search", "rainy", "--json").stdout)
+    assert [(hit["session"], hit["turn"]) for hit in hits] == [("trip", 1)]
 
 
 def test_version_and_help_import_no_verb() -> None:

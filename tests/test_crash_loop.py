@@ -26,9 +26,9 @@ from harness import REPO
 
 from sessiontape.storage.agentuse_reader import load_session, scan_sessions
 from sessiontape.storage.links import find_agentuse_dir
+from sessiontape.storage.log_owners import find_log_path
 from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths, agentuse_data_root
-from sessiontape.storage.replay_log import find_log_path
 from sessiontape.storage.tables import ARCHIVE_TABLE
 
 DRIVER = REPO / "tests" / "crash_driver.py"

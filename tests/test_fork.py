@@ -34,9 +34,9 @@ from sessiontape.storage import fork
 from sessiontape.storage.agentuse_reader import LoadedSession, load_session
 from sessiontape.storage.compaction import archived_items
 from sessiontape.storage.links import find_agentuse_dir
+from sessiontape.storage.log_owners import log_owner
 from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths
-from sessiontape.storage.replay_log import log_owner
 from sessiontape.storage.summarizers import is_summary
 
 ANN = "ann@example.com"
