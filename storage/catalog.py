@@ -58,7 +58,7 @@ from .paths import Locations
 
 if TYPE_CHECKING:
     from .catalog_index import Found, Rows
-    from .sessions import SessionInfo
+    from .sessions import SessionInfo, StoreFact
 
 __all__ = [
     "KINDS",
@@ -657,7 +657,7 @@ class Catalog:
             facts = store_facts(where.store_file)
             if facts.keys() != before.keys():
                 return None
-        now = {pair: (repr(fact[:5]), _path(fact[5]) if fact[5] else None)
+        now = {pair: (repr(fact[:5]), _path(fact.link) if fact.link else None)
                for pair, fact in facts.items()}
         changed = {pair for pair in facts if now[pair] != before[pair]}
         if any(now[pair][1] != before[pair][1] for pair in changed):
@@ -689,17 +689,19 @@ class Catalog:
                      (dumps_compact(marks).decode(),))
         return grown
 
-    def _keep_store_facts(self, conn: sqlite3.Connection, where: Locations) -> None:
-        """What the store says of each pair now, for :meth:`_store_changed` to compare
+    def _keep_store_facts(self, conn: sqlite3.Connection, where: Locations
+                          ) -> dict[tuple[str, str], StoreFact]:
+        """What the store says of each pair now, kept for :meth:`_store_changed` to compare
         (and its marks, taken first: a pair written meanwhile is looked at again)."""
         from .sessions import store_facts
 
         self._store_grown(conn, where)
+        facts = store_facts(where.store_file)
         conn.execute("DELETE FROM store_pairs")
         conn.executemany("INSERT INTO store_pairs VALUES (?, ?, ?)", [
             (dumps_compact(list(pair)).decode(), repr(fact[:5]),
-             _path(fact[5]) if fact[5] else None)
-            for pair, fact in store_facts(where.store_file).items()])
+             _path(fact.link) if fact.link else None) for pair, fact in facts.items()])
+        return facts
 
     def _found_again(self, conn: sqlite3.Connection, where: Locations, started: int,
                      summary: RefreshSummary) -> tuple[list[Found], list[Any]]:
@@ -709,12 +711,12 @@ class Catalog:
         from .catalog_index import discover
 
         roots = _recorded(_root_paths(where), started)  # before listing: a later change shows
-        self._keep_store_facts(conn, where)
+        facts = self._keep_store_facts(conn, where)
         stored = {key: (conversation, fingerprint) for conversation, key, fingerprint in
                   conn.execute("SELECT id, key, fingerprint FROM conversations")}
         owners = {os.fsdecode(log): tuple(loads(key)) for log, key in conn.execute(
             "SELECT log_path, key FROM conversations WHERE log_owned")}
-        found = discover(where, owners)
+        found = discover(where, owners, facts)
         keys = {item.key for item in found}
         for key, (conversation, _) in stored.items():
             if key not in keys:

@@ -27,7 +27,7 @@ from .ledger import (
 )
 from .log_owners import owner_record_name
 from .paths import Locations
-from .sessions import SessionInfo, fill_session, gather_sessions
+from .sessions import SessionInfo, StoreFact, fill_session, gather_sessions
 
 __all__ = ["Found", "Reading", "Rows", "discover", "read"]
 
@@ -72,11 +72,13 @@ class Found:
         return dumps_compact(self.info.to_json()).decode()
 
 
-def discover(where: Locations, owners: dict[str, tuple[str, str]]) -> list[Found]:
+def discover(where: Locations, owners: dict[str, tuple[str, str]],
+             facts: dict[tuple[str, str], StoreFact]) -> list[Found]:
     """Every conversation of the store, the logs and the AgentUse root, by the rules of
     ``sessions list`` (docs/cli.md); ``owners`` (the catalog's owned logs and their pairs)
-    saves reading those owner records again."""
-    return [Found.of(info) for info in gather_sessions(None, where, owners)]
+    saves reading those owner records again, ``facts`` (the store's, read just before)
+    reading the store again."""
+    return [Found.of(info) for info in gather_sessions(None, where, owners, facts=facts)]
 
 
 @dataclass

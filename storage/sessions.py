@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import closing, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .agentuse_reader import (
     OUR_VERSION_PREFIX,
@@ -437,6 +437,17 @@ def _count_by_pair(conn: sqlite3.Connection, table: str, among: tuple[str, ...])
     return {(user, name): count for user, name, count in rows}
 
 
+class StoreFact(NamedTuple):
+    """What the store says of one pair (:func:`store_facts`)."""
+
+    items: int
+    first_ms: int | None
+    last_ms: int | None
+    archived: int
+    compactions: int
+    link: str | None  # its linked AgentUse directory
+
+
 def _pairs_param(pairs: Iterable[tuple[str, str]] | None) -> tuple[str, ...]:
     """The parameter of :data:`~sessiontape.storage.db.IN_PAIRS` (none for every pair)."""
     return () if pairs is None else (dumps_compact([list(pair) for pair in pairs]).decode(),)
@@ -633,31 +644,30 @@ def _pair_origin(info: SessionInfo) -> str:
 
 def gather_sessions(user_id: str | None, where: Locations,
                     known_logs: dict[str, tuple[str, str]] | None = None, *,
-                    pairs: set[tuple[str, str]] | None = None) -> list[SessionInfo]:
+                    pairs: set[tuple[str, str]] | None = None,
+                    facts: dict[tuple[str, str], StoreFact] | None = None
+                    ) -> list[SessionInfo]:
     """Every conversation (of ``user_id``) with where its data is, before any log or tree
     is read: the listing rules of ``sessions list`` (docs/cli.md). ``known_logs`` maps
     logs to the pair their owner record names, read before (owner records never change).
     With ``pairs``, only those pairs of the store (their logs found by name, no log
-    directory or tree listed)."""
-    stored, archived, compactions = _read_store(where.store_file, user_id, pairs)
+    directory or tree listed). ``facts``: :func:`store_facts`, read before."""
     found: dict[tuple[str, str], SessionInfo] = {}
-    for row in stored:
-        if pairs is None or (row.user_id, row.session_name) in pairs:
-            found[(row.user_id, row.session_name)] = SessionInfo(
-                row.user_id, row.session_name, items=row.items, first_ms=row.first_ms,
-                last_ms=row.last_ms, sources=["store"])
-    for user, name, directory in link_rows(where.store_file, *_pairs_param(pairs)):
+    if facts is None:
+        facts = store_facts(where.store_file, pairs, user_id)
+    for (user, name), (items, first, last, archived, compactions, link) in facts.items():
         if (user_id is not None and user != user_id) or \
                 (pairs is not None and (user, name) not in pairs):
             continue
-        info = found.setdefault((user, name), SessionInfo(user, name))
-        info.agentuse_dir = Path(directory)
-        info.sources.append("link")
+        info = found[(user, name)] = SessionInfo(
+            user, name, items=items, archived=archived, compactions=compactions,
+            first_ms=first, last_ms=last, sources=["store"] if items else [])
+        if link is not None:
+            info.agentuse_dir = Path(link)
+            info.sources.append("link")
     listed = _listed_logs(where.logs_root, known_logs or {}) if pairs is None else []
     owned = {(log.user, log.name): log.path for log in listed if log.owned}
     for (user, name), info in found.items():
-        info.archived = archived.get((user, name), 0)
-        info.compactions = compactions.get((user, name), 0)
         info.log_path = owned.get((user, name)) or find_log_path(user, name, where.logs_root)
     taken = {info.log_path for info in found.values() if info.log_path is not None}
     for log in listed:
@@ -676,19 +686,24 @@ def gather_sessions(user_id: str | None, where: Locations,
     return sessions
 
 
-def store_facts(store_file: Path, pairs: set[tuple[str, str]] | None = None
-                ) -> dict[tuple[str, str], tuple[Any, ...]]:
-    """What the store says of each pair (of ``pairs``, when given), as
+def store_facts(store_file: Path, pairs: set[tuple[str, str]] | None = None,
+                user_id: str | None = None) -> dict[tuple[str, str], StoreFact]:
+    """What the store says of each pair (of ``pairs``, of ``user_id``, when given), as
     :func:`gather_sessions` reads it: its items, first and last ``created_at``, archived
-    items, compaction records and linked directory."""
-    stored, archived, compactions = _read_store(store_file, None, pairs)
+    items, compaction records and linked directory; the pairs with items first, newest
+    first, then those with a link alone."""
+    stored, archived, compactions = _read_store(store_file, user_id, pairs)
     links = {(user, name): directory
-             for user, name, directory in link_rows(store_file, *_pairs_param(pairs))}
-    rows = {(row.user_id, row.session_name): row for row in stored}
-    return {pair: (*((rows[pair].items, rows[pair].first_ms, rows[pair].last_ms)
-                     if pair in rows else (0, None, None)),
-                   archived.get(pair, 0), compactions.get(pair, 0), links.get(pair))
-            for pair in rows.keys() | links.keys()}
+             for user, name, directory in link_rows(store_file, *_pairs_param(pairs))
+             if user_id is None or user == user_id}
+    facts = {(row.user_id, row.session_name): StoreFact(
+        row.items, row.first_ms, row.last_ms, archived.get((row.user_id, row.session_name), 0),
+        compactions.get((row.user_id, row.session_name), 0),
+        links.get((row.user_id, row.session_name))) for row in stored}
+    facts.update({pair: StoreFact(0, None, None, archived.get(pair, 0),
+                                  compactions.get(pair, 0), link)
+                  for pair, link in links.items() if pair not in facts})
+    return facts
 
 
 def _tree_only(known: list[SessionInfo], root: Path) -> list[SessionInfo]:
