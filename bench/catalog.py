@@ -12,10 +12,12 @@ user runs ``sessiontape search`` in the project they record.
 Measured, page cache warm:
 
 * in-process :meth:`Catalog.refresh`: the full build (the first refresh, once), a
-  refresh with nothing changed (median of 5), and a refresh after one turn recorded
+  refresh with nothing changed (median of 5), a refresh after one turn recorded
   into an existing conversation by sessiontape's :class:`Recorder` with a scripted
   model (item store, log and tree all change; median of 3 turns, each into another
-  conversation, the recording itself not timed);
+  conversation, the recording itself not timed), and one after a new conversation is
+  recorded (a new pair, log, tree and link: every conversation is listed again; median
+  of 3, measured last);
 * in-process :meth:`Catalog.search` of a phrase, a prefix and a NOT query (median of
   20 each) and :meth:`Catalog.usage` by model, session and day (median of 10 each);
 * whole processes (median of 5) of sessiontape installed from a wheel
@@ -89,16 +91,23 @@ def make_project(home: Path) -> Path:
 
 def record_turn(index: int) -> str:
     """Record one turn into generated session ``index`` with a scripted model; its name."""
+    user, name, _, _ = session_for(index)
+    record(user, name, f"bench_{index}")
+    return name
+
+
+def record(user: str, name: str, ids: str) -> None:
+    """One turn of ``user``'s conversation ``name`` recorded by the Recorder with a
+    scripted model (``ids``: the tail of its item and response ids)."""
     from agents import Agent, Usage, set_tracing_disabled
     from agents.testing import ModelStep, ScriptedModel, assistant_message
 
     from sessiontape import Recorder
 
-    user, name, _, _ = session_for(index)
     step = ModelStep(output=[assistant_message(f"Day 9: ride the {NEW_WORD} over the city.",
-                                               item_id=f"msg_bench_{index}")],
+                                               item_id=f"msg_{ids}")],
                      usage=Usage(requests=1, input_tokens=900, output_tokens=40,
-                                 total_tokens=940), response_id=f"resp_bench_{index}")
+                                 total_tokens=940), response_id=f"resp_{ids}")
     model = ScriptedModel([step])
     model.model = "gpt-4.1"  # type: ignore[attr-defined]  # priced: no warning (tests/scripted.py)
     agent = Agent(name="Trip Planner", model=model)
@@ -109,7 +118,6 @@ def record_turn(index: int) -> str:
             await rec.run(agent, "And one more day?")
 
     asyncio.run(run())
-    return name
 
 
 def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str, float]]:
@@ -179,6 +187,17 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
     cli_empty, _ = run_cli(["search", SEARCHES["phrase"], "--json"],
                            {**os.environ, **environment(empty)}, empty / "project", 5, installed)
 
+    new_conversation_times = []  # last: the CLI figures above count `sessions` conversations
+    with Catalog() as catalog:
+        for index in range(3):
+            record("newcomer@example.com", f"new_{index}", f"new_{index}")
+            time.sleep(0.1)
+            seconds, summary = timed_sync(lambda: catalog.refresh(where), 1)
+            assert summary.listed and summary.reindexed == 1, summary
+            assert summary.conversations == sessions + index + 1, summary
+            new_conversation_times.append(seconds)
+    new_conversation = median(new_conversation_times)
+
     def ms(seconds: float) -> str:
         return f"{seconds * 1e3:.1f} ms"
 
@@ -187,6 +206,8 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
          f"{size / 2**20:.1f} MiB)", f"{build:.2f} s"),
         ("Catalog.refresh(): nothing changed (median of 5)", ms(no_change)),
         ("Catalog.refresh(): after one recorded turn (median of 3)", ms(new_turn)),
+        ("Catalog.refresh(): after a new conversation recorded (median of 3)",
+         ms(new_conversation)),
         *((f"Catalog.search({query!r}) {label} (median of 20)", ms(searches[label]))
           for label, query in SEARCHES.items()),
         *((f"Catalog.usage({group!r}) (median of 10)", ms(usages[group]))
