@@ -48,7 +48,7 @@ from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import platformdirs
 
@@ -159,6 +159,14 @@ _UPSERT = (f"INSERT INTO conversations ({', '.join(_COLUMNS)}) "
 # A condition on the conversations table and its parameters: the conversations a refresh
 # brings in line (beyond those added or gone).
 _Scope = tuple[str, tuple[Any, ...]]
+
+
+class _Nearby(NamedTuple):
+    """What changed beside the store: user directories of logs, and whether the AgentUse
+    root did."""
+
+    logs: set[bytes]
+    tree: bool
 _PER_CONVERSATION = ("subagent_sessions", "turns", "texts", "tool_calls", "model_calls")
 
 class CatalogUnavailable(RuntimeError):
@@ -583,8 +591,12 @@ class Catalog:
         if same_roots and not changed:
             return [], None
         store = {_path(str(where.store_file)), _path(f"{where.store_file}-wal")}
-        if same_roots and changed <= store:
-            found = self._store_changed(conn, where, started)
+        tree_root = {_path(str(where.agentuse_root))} if where.agentuse_root else set()
+        user_dirs = {path for path, _, _ in roots} - store - tree_root - {
+            _path(str(where.logs_root))}
+        if same_roots and changed <= store | user_dirs | tree_root:
+            found = self._store_changed(conn, where, started, _Nearby(
+                changed & user_dirs, bool(changed & tree_root)))
             if found is not None:
                 summary.store_pairs = len(found[0])
                 return found
@@ -637,38 +649,47 @@ class Catalog:
         conn.executemany("UPDATE conversations SET checked_ns = ? WHERE id = ?", checked)
         return due
 
-    def _store_changed(self, conn: sqlite3.Connection, where: Locations, started: int
-                       ) -> tuple[list[Found], list[Any]] | None:
-        """Only the store was written (every recorded turn writes it): the pairs whose
-        counts changed, found again (not every conversation), to be read if that changed
-        them, and the roots; None when the conversations must be listed again (a pair
-        came or went, a link changed)."""
+    def _store_changed(self, conn: sqlite3.Connection, where: Locations, started: int,
+                       nearby: _Nearby) -> tuple[list[Found], list[Any]] | None:
+        """The store was written (every recorded turn writes it), and perhaps user
+        directories of logs and the AgentUse root (a conversation sessiontape began): the
+        pairs whose counts changed or that are new, found again (not every conversation),
+        to be read if that changed them, and the roots; None when the conversations must
+        be listed again (a pair gone, a link changed, a log or tree that no new pair of
+        the store owns, a log or tree gone: :meth:`_nearby_explained`)."""
         from .catalog_index import Found
         from .sessions import gather_sessions, store_facts
 
         roots = _recorded(_root_paths(where), started)  # before reading: a later change shows
-        grown = self._store_grown(conn, where)
+        growth = self._store_grown(conn, where)
+        grown, links_added = growth if growth is not None else (None, 0)
         before = _store_pairs(conn, grown)
-        if grown is not None:  # only items added: those pairs' facts, not every pair's
-            if before.keys() != grown:
-                return None
+        if grown is not None:  # only items (and links) added: those pairs' facts alone
             facts = store_facts(where.store_file, grown)
+            if facts.keys() != grown or links_added != sum(
+                    1 for pair, fact in facts.items() if fact.link and pair not in before):
+                return None  # a link added or changed beyond the new pairs' own
+        elif nearby.logs or nearby.tree:
+            return None
         else:
             facts = store_facts(where.store_file)
             if facts.keys() != before.keys():
                 return None
         now = {pair: (repr(fact[:5]), _path(fact.link) if fact.link else None)
                for pair, fact in facts.items()}
-        changed = {pair for pair in facts if now[pair] != before[pair]}
-        if any(now[pair][1] != before[pair][1] for pair in changed):
+        new = facts.keys() - before.keys()
+        changed = {pair for pair in facts if pair in new or now[pair] != before[pair]}
+        if any(now[pair][1] != before[pair][1] for pair in changed - new):
             return None
         infos = gather_sessions(None, where, pairs=changed) if changed else []
         if any(info.agentuse_dir is not None and not info.agentuse_dir.is_dir()
                for info in infos):
             return None  # a link to a moved tree: the listing finds it again
-        conn.executemany("UPDATE store_pairs SET counts = ? WHERE key = ?",
-                         [(now[pair][0], dumps_compact(list(pair)).decode())
-                          for pair in changed])
+        if not self._nearby_explained(conn, where, nearby, [
+                info for info in infos if (info.user_id, info.session_name) in new]):
+            return None
+        conn.executemany("INSERT OR REPLACE INTO store_pairs VALUES (?, ?, ?)",
+                         [(dumps_compact(list(pair)).decode(), *now[pair]) for pair in changed])
         found = [Found.of(info) for info in infos]
         stored = dict(conn.execute(
             "SELECT key, fingerprint FROM conversations WHERE key IN "
@@ -676,18 +697,70 @@ class Catalog:
             (dumps_compact([item.key for item in found]).decode(),)).fetchall())
         return [item for item in found if stored.get(item.key) != item.fingerprint()], roots
 
+    @staticmethod
+    def _nearby_explained(conn: sqlite3.Connection, where: Locations, nearby: _Nearby,
+                          new: list[SessionInfo]) -> bool:
+        """Whether what changed in the user directories and the AgentUse root is the
+        ``new`` pairs' own: every log found there that the catalog does not know is one
+        of theirs, with an owner record, and every session directory likewise; none that
+        it knows is gone, and none that it knows is theirs. Then listing everything again
+        would find nothing else."""
+        from .log_owners import log_owner
+
+        logs = {_path(str(info.log_path)) for info in new if info.log_path is not None}
+        dirs = {_path(str(info.agentuse_dir)) for info in new if info.agentuse_dir is not None}
+        if any(conn.execute(f"SELECT 1 FROM conversations WHERE {column} = ?",
+                            (path,)).fetchone()
+               for column, paths in (("log_path", logs), ("agentuse_dir", dirs))
+               for path in paths):
+            return False  # a new pair takes over a known log or tree: that one goes
+        for directory in nearby.logs:
+            files = set()
+            with suppress(OSError):  # as sessions list lists them: _listed_logs
+                files = {entry.path for entry in os.scandir(directory)
+                          if entry.name.endswith(b".jsonl") and not entry.name.startswith(b".")
+                          and entry.is_file()}
+            known_logs = {path for (path,) in conn.execute(
+                "SELECT log_path FROM conversations WHERE log_path >= ? AND log_path < ?",
+                (directory + b"/", directory + b"0"))}
+            if known_logs - files:
+                return False
+            for path in files - known_logs:
+                owner = log_owner(Path(os.fsdecode(path)))
+                if path not in logs or owner is None:
+                    return False
+        if nearby.tree and where.agentuse_root is not None:
+            from .sessions import tree_session_dirs
+
+            ours = {info.agentuse_dir.name for info in new if info.agentuse_dir is not None}
+            names = {os.path.basename(path) for _, path in
+                     tree_session_dirs(where.agentuse_root)}
+            root = _path(str(where.agentuse_root)) + b"/"
+            known_dirs = {os.fsdecode(os.path.basename(path)): path.startswith(root)
+                     for (path,) in conn.execute("SELECT agentuse_dir FROM conversations "
+                                                 "WHERE agentuse_dir IS NOT NULL")}
+            # A link may spell the root otherwise (through a symbolic link): by name.
+            if any(under and name not in names for name, under in known_dirs.items()) \
+                    or not names - known_dirs.keys() <= ours:
+                return False
+        return True
+
     def _store_grown(self, conn: sqlite3.Connection, where: Locations
-                     ) -> set[tuple[str, str]] | None:
-        """The pairs given items since the store was last looked at, when nothing else
-        happened to it (:func:`~sessiontape.storage.sessions.store_growth`); the marks
-        are kept for next time."""
+                     ) -> tuple[set[tuple[str, str]], int] | None:
+        """The pairs given items since the store was last looked at and the number of
+        links added, when nothing else happened to it
+        (:func:`~sessiontape.storage.sessions.store_growth`); the marks are kept for next
+        time."""
         from .sessions import store_growth
 
         row = conn.execute("SELECT value FROM meta WHERE key = 'store_marks'").fetchone()
-        marks, grown = store_growth(where.store_file, loads(row[0]) if row else None)
+        before = loads(row[0]) if row else None
+        marks, grown = store_growth(where.store_file, before)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('store_marks', ?)",
                      (dumps_compact(marks).decode(),))
-        return grown
+        if grown is None or marks is None or before is None:
+            return None
+        return grown, marks[-1] - before[-1]
 
     def _keep_store_facts(self, conn: sqlite3.Connection, where: Locations
                           ) -> dict[tuple[str, str], StoreFact]:

@@ -479,12 +479,14 @@ def _read_store(store_file: Path, user_id: str | None,
 def store_growth(store_file: Path, before: Sequence[int] | None
                  ) -> tuple[list[int] | None, set[tuple[str, str]] | None]:
     """The store's marks now, and the pairs given items since the marks ``before`` when
-    that is all that happened to the store (None: something else did, or it cannot be
-    told). The marks: the AUTOINCREMENT sequence of ``session_items`` (ids are never
-    reused), its rows, and the rows of the archive, compaction and link tables; the
-    store only grew when none of the last three changed and the items above the old
-    sequence are all the new rows (none was deleted). No marks (None) for a store whose
-    ``session_items`` has no AUTOINCREMENT sequence yet."""
+    that is all that happened to the store, beside links added (None: something else
+    did, or it cannot be told). The marks: the AUTOINCREMENT sequence of
+    ``session_items`` (ids are never reused), its rows, and the rows of the archive,
+    compaction and link tables; the store only grew when the archive and compaction
+    tables did not change, the link table did not shrink (the caller accounts for the
+    links added: the last mark) and the items above the old sequence are all the new
+    rows (none was deleted). No marks (None) for a store whose ``session_items`` has no
+    AUTOINCREMENT sequence yet."""
     conn = connect_readonly(store_file)
     if conn is None:
         return None, None
@@ -501,8 +503,8 @@ def store_growth(store_file: Path, before: Sequence[int] | None
             marks = [sequence[0], *(
                 conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
                 if table in present else -1 for table in PAIR_TABLES)]
-            if before is None or len(before) != len(marks) or marks[2:] != list(before[2:]) \
-                    or marks[0] < before[0]:
+            if before is None or len(before) != len(marks) or marks[2:4] != list(before[2:4]) \
+                    or marks[0] < before[0] or marks[4] < before[4]:
                 return marks, None
             added = conn.execute("SELECT user_id, session_name FROM session_items "
                                  "WHERE id > ?", (before[0],)).fetchall()
@@ -556,7 +558,7 @@ def _listed_logs(logs_root: Path, known: dict[str, tuple[str, str]]) -> list[_Lo
     return found
 
 
-def _tree_sessions(root: Path) -> Iterable[tuple[str, str]]:
+def tree_session_dirs(root: Path) -> Iterable[tuple[str, str]]:
     """``(ULID, path)`` of every top-level session directory under ``root``, in name order:
     ``<ULID>-<agent>`` directories (not links; whether they hold a ``session.json`` is for
     the caller to check)."""
@@ -711,7 +713,7 @@ def _tree_only(known: list[SessionInfo], root: Path) -> list[SessionInfo]:
     pair (matched by ULID; a link whose directory is gone gets the one found here)."""
     linked = {info.agentuse_id: info for info in known if info.agentuse_id}
     found = []
-    for session_id, path in _tree_sessions(root):
+    for session_id, path in tree_session_dirs(root):
         info = linked.get(session_id)
         if info is not None:
             if info.agentuse_dir is not None and str(info.agentuse_dir) != path \

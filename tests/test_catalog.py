@@ -41,6 +41,7 @@ from sessiontape.storage.catalog import (
     default_catalog_path,
 )
 from sessiontape.storage.file_writes import atomic_write
+from sessiontape.storage.ids import new_ulid
 from sessiontape.storage.item_store import SCHEMA as ITEM_SCHEMA
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.log_reader import SessionLogReader
@@ -611,15 +612,15 @@ def add_item(store: Path, user: str, name: str) -> None:
 def test_a_store_written_for_known_pairs_is_not_listed_again() -> None:
     """Rows added to a known pair's items (a turn recorded, skilled_crew continuing) re-read
     that conversation alone, found again from the store without listing every log and
-    tree; a pair new to the store lists them all. The catalog stays what list_sessions
-    reads."""
+    tree; so does a pair new to the store (no log or tree of its own yet). The catalog
+    stays what list_sessions reads."""
     recs = record((ANN, "kept", lambda r: squares(r, "kept first", "kept done")),
                   (BOB, "other", lambda r: squares(r, "other first", "other done")))
     where = where_of(recs["kept"]).locations
     settle()
     with Catalog() as catalog:
         assert catalog.refresh(where).listed
-        for name, expected in (("other", (False, 1, 1, 2)), ("new", (True, 0, 1, 3))):
+        for name, expected in (("other", (False, 1, 1, 2)), ("new", (False, 1, 1, 3))):
             add_item(where.store_file, BOB, name)
             settle()
             summary = catalog.refresh(where)
@@ -697,6 +698,76 @@ def test_the_store_marks_tell_items_added_from_anything_else(tmp_path: Path) -> 
                      "session_name TEXT, created_at INTEGER, item_json TEXT)")
     add_item(reused, ANN, "a")
     assert store_growth(reused, None) == (None, None)
+
+
+def listed_as_files_say(catalog: Catalog, where: Locations) -> None:
+    assert [i.to_json() for i in catalog.conversations()] == \
+        [i.to_json() for i in list_sessions(locations=where)]
+
+
+def test_a_conversation_sessiontape_begins_is_found_without_listing_everything() -> None:
+    """A conversation the Recorder begins (a new pair, link, owned log and tree: the store,
+    a user directory and the AgentUse root change) is found from the store's new pair,
+    without listing every log and tree again; the catalog stays what list_sessions reads."""
+    recs = record((ANN, "first", lambda r: squares(r, "first q", "first a")))
+    where = where_of(recs["first"]).locations
+    settle()
+    with Catalog() as catalog:
+        assert catalog.refresh(where).listed
+        record((ANN, "second", lambda r: squares(r, "second q", "second a")))
+        settle()
+        summary = catalog.refresh(where)
+        assert (summary.listed, summary.store_pairs, summary.reindexed,
+                summary.conversations) == (False, 1, 1, 2)
+        listed_as_files_say(catalog, where)
+        assert sessions(catalog.search('"second a"')) == {"second"}
+
+
+def test_what_no_new_pair_explains_lists_everything() -> None:
+    """What a conversation the Recorder begins does not explain lists every conversation
+    again, so that the catalog stays what list_sessions reads: beside a new conversation, a
+    skilled_crew log (no owner record), a session AgentUse began, a log deleted; and a new
+    pair of the store whose log was known alone (it takes that conversation over)."""
+    recs = record((ANN, "first", lambda r: squares(r, "first q", "first a")))
+    where = where_of(recs["first"]).locations
+    assert where.agentuse_root is not None
+    ann_logs = recs["first"].log_path.parent
+    tree = recs["first"].session_dir
+    assert tree is not None
+
+    def crew_log() -> None:
+        write_log(ann_logs / "crew.jsonl", "crew q", "crew a")
+
+    def agentuse_session() -> None:
+        shutil.copytree(tree, tree.with_name(f"{new_ulid()}-Counter"))
+
+    def log_deleted() -> None:
+        recs["first"].log_path.unlink()
+
+    with Catalog() as catalog:
+        catalog.refresh(where)
+        for number, change in enumerate((crew_log, agentuse_session, log_deleted)):
+            change()
+            record((ANN, f"new{number}", lambda r: squares(r, "new q", "new a")))
+            settle()
+            assert catalog.refresh(where).listed, change
+            listed_as_files_say(catalog, where)
+
+        write_log(ann_logs / "taken.jsonl", "taken q", "taken a")
+        settle()
+        assert catalog.refresh(where).listed
+        add_item(where.store_file, ANN, "taken")  # the log-only conversation's pair, named
+        settle()
+        summary = catalog.refresh(where)
+        assert summary.listed and summary.dropped == 1, summary
+        listed_as_files_say(catalog, where)
+
+
+def write_log(path: Path, prompt: str, answer: str) -> None:
+    """A replay log as skilled_crew writes it: no owner record."""
+    with open(path, "wb") as log:
+        for entry in (log_entries.user_message(prompt), log_entries.final_result(answer)):
+            log.write(dumps_compact(entry) + b"\n")
 
 
 # -- robustness -------------------------------------------------------------------------------
