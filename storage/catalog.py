@@ -703,9 +703,9 @@ class Catalog:
         """Whether what changed in the user directories and the AgentUse root is the
         ``new`` pairs' own: every log found there that the catalog does not know is one
         of theirs, with an owner record, and every session directory likewise; none that
-        it knows is gone, and none that it knows is theirs. Then listing everything again
-        would find nothing else."""
-        from .log_owners import log_owner
+        it knows is gone, has gained or lost its owner record, or is theirs. Then
+        listing everything again would find nothing else."""
+        from .log_owners import owner_record_name
 
         logs = {_path(str(info.log_path)) for info in new if info.log_path is not None}
         dirs = {_path(str(info.agentuse_dir)) for info in new if info.agentuse_dir is not None}
@@ -715,20 +715,21 @@ class Catalog:
                for path in paths):
             return False  # a new pair takes over a known log or tree: that one goes
         for directory in nearby.logs:
-            files = set()
+            entries = {}
             with suppress(OSError):  # as sessions list lists them: _listed_logs
-                files = {entry.path for entry in os.scandir(directory)
-                          if entry.name.endswith(b".jsonl") and not entry.name.startswith(b".")
-                          and entry.is_file()}
-            known_logs = {path for (path,) in conn.execute(
-                "SELECT log_path FROM conversations WHERE log_path >= ? AND log_path < ?",
-                (directory + b"/", directory + b"0"))}
-            if known_logs - files:
+                entries = {entry.name: entry for entry in os.scandir(directory)}
+            owned = {entry.path: os.fsencode(owner_record_name(os.fsdecode(name))) in entries
+                     for name, entry in entries.items()
+                     if name.endswith(b".jsonl") and not name.startswith(b".")
+                     and entry.is_file()}
+            known = dict(conn.execute(
+                "SELECT log_path, log_owned FROM conversations WHERE log_path >= ? AND "
+                "log_path < ?", (directory + b"/", directory + b"0")).fetchall())
+            if any(path not in owned or owned[path] != bool(was_owned)
+                   for path, was_owned in known.items()):
+                return False  # a log gone, or its owner record come or gone
+            if any(path not in logs or not owned[path] for path in owned.keys() - known):
                 return False
-            for path in files - known_logs:
-                owner = log_owner(Path(os.fsdecode(path)))
-                if path not in logs or owner is None:
-                    return False
         if nearby.tree and where.agentuse_root is not None:
             from .sessions import tree_session_dirs
 

@@ -726,8 +726,9 @@ def test_a_conversation_sessiontape_begins_is_found_without_listing_everything()
 def test_what_no_new_pair_explains_lists_everything() -> None:
     """What a conversation the Recorder begins does not explain lists every conversation
     again, so that the catalog stays what list_sessions reads: beside a new conversation, a
-    skilled_crew log (no owner record), a session AgentUse began, a log deleted; and a new
-    pair of the store whose log was known alone (it takes that conversation over)."""
+    skilled_crew log (no owner record), a session AgentUse began, a log deleted, a known
+    log given an owner record; and a new pair of the store whose log was known alone (it
+    takes that conversation over)."""
     recs = record((ANN, "first", lambda r: squares(r, "first q", "first a")))
     where = where_of(recs["first"]).locations
     assert where.agentuse_root is not None
@@ -744,9 +745,14 @@ def test_what_no_new_pair_explains_lists_everything() -> None:
     def log_deleted() -> None:
         recs["first"].log_path.unlink()
 
+    def crew_log_adopted() -> None:  # as sessiontape's log_path_for claims it
+        (ann_logs / ".crew.owner.json").write_bytes(
+            dumps_compact({"user_id": ANN, "session_name": "crew"}))
+
     with Catalog() as catalog:
         catalog.refresh(where)
-        for number, change in enumerate((crew_log, agentuse_session, log_deleted)):
+        for number, change in enumerate((crew_log, agentuse_session, log_deleted,
+                                         crew_log_adopted)):
             change()
             record((ANN, f"new{number}", lambda r: squares(r, "new q", "new a")))
             settle()
