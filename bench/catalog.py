@@ -15,9 +15,10 @@ Measured, page cache warm:
   refresh with nothing changed (median of 5), a refresh after one turn recorded
   into an existing conversation by sessiontape's :class:`Recorder` with a scripted
   model (item store, log and tree all change; median of 3 turns, each into another
-  conversation, the recording itself not timed), and one after a new conversation is
-  recorded (a new pair, log, tree and link: every conversation is listed again; median
-  of 3, measured last);
+  conversation, the recording itself not timed), one after a new conversation of a
+  known user is recorded (a new pair, log, tree and link, found from the store's new
+  pair; median of 3, measured last) and one after a new user's first conversation (a
+  new user directory: every conversation is listed again);
 * in-process :meth:`Catalog.search` of a phrase, a prefix and a NOT query (median of
   20 each) and :meth:`Catalog.usage` by model, session and day (median of 10 each);
 * whole processes (median of 5) of sessiontape installed from a wheel
@@ -187,15 +188,21 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
     cli_empty, _ = run_cli(["search", SEARCHES["phrase"], "--json"],
                            {**os.environ, **environment(empty)}, empty / "project", 5, installed)
 
-    new_conversation_times = []  # last: the CLI figures above count `sessions` conversations
+    # Last: the CLI figures above count `sessions` conversations.
+    known_user = session_for(0)[0]
+    new_conversation_times = []
     with Catalog() as catalog:
-        for index in range(3):
-            record("newcomer@example.com", f"new_{index}", f"new_{index}")
+        for index in range(3):  # a user with conversations already: found from the store
+            record(known_user, f"new_{index}", f"new_{index}")
             time.sleep(0.1)
             seconds, summary = timed_sync(lambda: catalog.refresh(where), 1)
-            assert summary.listed and summary.reindexed == 1, summary
+            assert not summary.listed and summary.reindexed == 1, summary
             assert summary.conversations == sessions + index + 1, summary
             new_conversation_times.append(seconds)
+        record("newcomer@example.com", "first", "first")  # a new user directory: a root
+        time.sleep(0.1)
+        new_user, summary = timed_sync(lambda: catalog.refresh(where), 1)
+        assert summary.listed and summary.reindexed == 1, summary
     new_conversation = median(new_conversation_times)
 
     def ms(seconds: float) -> str:
@@ -208,6 +215,7 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
         ("Catalog.refresh(): after one recorded turn (median of 3)", ms(new_turn)),
         ("Catalog.refresh(): after a new conversation recorded (median of 3)",
          ms(new_conversation)),
+        ("Catalog.refresh(): after a new user's first conversation (lists all)", ms(new_user)),
         *((f"Catalog.search({query!r}) {label} (median of 20)", ms(searches[label]))
           for label, query in SEARCHES.items()),
         *((f"Catalog.usage({group!r}) (median of 10)", ms(usages[group]))
