@@ -143,6 +143,8 @@ CREATE INDEX conversations_status ON conversations (status);
 CREATE INDEX conversations_heads  -- covers the heads' scan: a third of the table's time
   ON conversations (log_path, agentuse_dir, head_size, head_mtime_ns);
 CREATE INDEX conversations_name ON conversations (name);
+CREATE INDEX conversations_found  -- covers a listing's reads of every conversation
+  ON conversations (key, fingerprint, log_owned, log_path);
 CREATE INDEX conversations_agentuse_name  -- for LIKE, case-insensitive as LIKE is
   ON conversations (agentuse_name COLLATE NOCASE);
 CREATE INDEX texts_conversation ON texts (conversation);
