@@ -776,10 +776,15 @@ class Catalog:
 
         self._store_grown(conn, where)
         facts = store_facts(where.store_file)
-        conn.execute("DELETE FROM store_pairs")
-        conn.executemany("INSERT INTO store_pairs VALUES (?, ?, ?)", [
-            (dumps_compact(list(pair)).decode(), repr(fact[:5]),
-             _path(fact.link) if fact.link else None) for pair, fact in facts.items()])
+        kept = {key: (counts, link) for key, counts, link in
+                conn.execute("SELECT key, counts, link FROM store_pairs")}
+        rows = {dumps_compact(list(pair)).decode(): (
+            repr(fact[:5]), _path(fact.link) if fact.link else None)
+            for pair, fact in facts.items()}
+        conn.executemany("DELETE FROM store_pairs WHERE key = ?",
+                         [(key,) for key in kept.keys() - rows.keys()])
+        conn.executemany("INSERT OR REPLACE INTO store_pairs VALUES (?, ?, ?)", [
+            (key, *row) for key, row in rows.items() if kept.get(key) != row])
         return facts
 
     def _found_again(self, conn: sqlite3.Connection, where: Locations, started: int,
