@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .agentuse_reader import CorruptFileError, load_session
 from .json_style import dumps_compact, loads
 from .ledger import (
     Exchange,
@@ -184,13 +186,18 @@ def read(item: Found, store_file: Path) -> Reading:
     """Read one conversation: its listing (tree totals, log turns and times, and the
     stored turns of one with neither) and its rows (its tree when it has one, else its
     log)."""
-    info = fill_session(SessionInfo.from_json(item.info.to_json()), store_file=store_file)
+    info = SessionInfo.from_json(item.info.to_json())
+    tree = None  # loaded once for both readers; they say what keeps it from loading
+    if info.agentuse_dir is not None and info.agentuse_dir.is_dir():
+        with suppress(CorruptFileError, OSError):
+            tree = load_session(info.agentuse_dir)
+    info = fill_session(info, store_file=store_file, tree=tree)
     source = LedgerConversation(info.user_id, info.session_name, info.agentuse_dir,
                                 info.log_path, info.origin)
     rows = Rows()
     problems: list[str] = []
     try:
-        session, read_from = read_conversation(source, problems)
+        session, read_from = read_conversation(source, problems, tree)
     except LedgerSourceError as exc:
         if info.agentuse_dir or info.log_path:
             problems.append(str(exc))

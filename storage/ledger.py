@@ -818,15 +818,16 @@ def _insert(conn: sqlite3.Connection, session: _Session, summary: LedgerSummary)
 # -- reading a conversation -------------------------------------------------------------
 
 
-def read_conversation(conversation: LedgerConversation,
-                      problems: list[str]) -> tuple[_Session, str]:
+def read_conversation(conversation: LedgerConversation, problems: list[str],
+                      tree: LoadedSession | None = None) -> tuple[_Session, str]:
     """The conversation's session tree and where it was read (``agentuse`` or ``log``);
     LedgerSourceError when there is nothing to read it from. What was read around is
-    added to ``problems``."""
+    added to ``problems``. ``tree``: its AgentUse tree, loaded already with its parts."""
     directory, log = conversation.agentuse_dir, conversation.log_path
     if directory is not None and directory.is_dir():
         try:
-            return _TreeReader(load_session(directory), conversation.origin).read(), "agentuse"
+            return _TreeReader(tree if tree is not None else load_session(directory),
+                               conversation.origin).read(), "agentuse"
         except (CorruptFileError, OSError) as exc:
             if log is None:
                 raise LedgerSourceError(f"{_name(conversation)}: {exc}") from None

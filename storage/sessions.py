@@ -604,11 +604,12 @@ def _log_span(stamps: list[str]) -> list[int]:
     return parsed + [ms for s in others for ms in (iso_to_ms(s),) if ms is not None]
 
 
-def _fill_from_agentuse(info: SessionInfo, *, parts: bool = True) -> LoadedSession | None:
+def _fill_from_agentuse(info: SessionInfo, *, parts: bool = True,
+                        tree: LoadedSession | None = None) -> LoadedSession | None:
     if info.agentuse_dir is None or not info.agentuse_dir.is_dir():
         return None
     try:
-        session = load_session(info.agentuse_dir, parts=parts)
+        session = tree if tree is not None else load_session(info.agentuse_dir, parts=parts)
     except CorruptFileError as exc:
         info.problems.append(str(exc))
         return None
@@ -729,13 +730,15 @@ def _tree_only(known: list[SessionInfo], root: Path) -> list[SessionInfo]:
 
 
 def fill_session(info: SessionInfo, *, with_usage: bool = True,
-                 store_file: Path | None = None) -> SessionInfo:
+                 store_file: Path | None = None,
+                 tree: LoadedSession | None = None) -> SessionInfo:
     """``info`` with its turns and times from the log and, if asked, usage from the tree
-    (always for a session that only the tree has). ``store_file``: count the stored user
-    messages of a conversation with neither log nor tree."""
+    (always for a session that only the tree has; ``tree``: that tree, loaded already).
+    ``store_file``: count the stored user messages of a conversation with neither log nor
+    tree."""
     _fill_from_log(info)
     if with_usage or info.in_tree_only:
-        _fill_from_agentuse(info, parts=False)  # totals are in message.json
+        _fill_from_agentuse(info, parts=False, tree=tree)  # totals are in message.json
     if store_file is not None and _needs_store_turns(info):
         _count_store_turns(store_file, [info])
     return info
