@@ -743,8 +743,8 @@ class Catalog:
                      tree_session_dirs(where.agentuse_root)}
             root = _path(str(where.agentuse_root)) + b"/"
             known_dirs = {os.fsdecode(os.path.basename(path)): path.startswith(root)
-                     for (path,) in conn.execute("SELECT agentuse_dir FROM conversations "
-                                                 "WHERE agentuse_dir IS NOT NULL")}
+                          for (path,) in conn.execute("SELECT agentuse_dir FROM conversations "
+                                                      "WHERE agentuse_dir IS NOT NULL")}
             # A link may spell the root otherwise (through a symbolic link): by name.
             if any(under and name not in names for name, under in known_dirs.items()) \
                     or not names - known_dirs.keys() <= ours:

@@ -654,14 +654,12 @@ def gather_sessions(user_id: str | None, where: Locations,
     is read: the listing rules of ``sessions list`` (docs/cli.md). ``known_logs`` maps
     logs to the pair their owner record names, read before (owner records never change).
     With ``pairs``, only those pairs of the store (their logs found by name, no log
-    directory or tree listed). ``facts``: :func:`store_facts`, read before."""
+    directory or tree listed). ``facts``: ``store_facts(where.store_file, pairs,
+    user_id)``, read before."""
     found: dict[tuple[str, str], SessionInfo] = {}
     if facts is None:
         facts = store_facts(where.store_file, pairs, user_id)
     for (user, name), (items, first, last, archived, compactions, link) in facts.items():
-        if (user_id is not None and user != user_id) or \
-                (pairs is not None and (user, name) not in pairs):
-            continue
         info = found[(user, name)] = SessionInfo(
             user, name, items=items, archived=archived, compactions=compactions,
             first_ms=first, last_ms=last, sources=["store"] if items else [])
