@@ -15,6 +15,8 @@ import os
 import shutil
 import sqlite3
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -767,6 +769,47 @@ def test_what_no_new_pair_explains_lists_everything() -> None:
         summary = catalog.refresh(where)
         assert summary.listed and summary.dropped == 1, summary
         listed_as_files_say(catalog, where)
+
+
+RACER = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+from agents import Agent
+from scripted import final, model, run_agent, usage
+from sessiontape import Recorder
+
+async def main() -> None:
+    for turn in range(8):  # four conversations begun, then each continued
+        rec = Recorder("ann@example.com", f"race{turn % 4}")
+        agent = Agent(name="Racer", model=model(final(f"answer {turn}", usage(3, 1))))
+        await run_agent(rec, agent, f"prompt {turn}", streamed=False)
+        await rec.aclose()
+
+asyncio.run(main())
+"""
+
+
+def test_refreshes_racing_a_recording_process_end_where_the_files_are(tmp_path: Path) -> None:
+    """Refreshes made while another process begins and continues conversations (the store
+    grown, logs, owner records and trees made mid-refresh) leave, once it is done and one
+    more refresh is made, the catalog that list_sessions reads and every answer found."""
+    project = tmp_path / "project"
+    project.mkdir()
+    where = Locations.resolve(project_root=project)
+    racer = subprocess.Popen([sys.executable, "-c", RACER, str(Path(__file__).parent)],
+                             cwd=project, stderr=subprocess.PIPE)
+    refreshes = 0
+    with Catalog() as catalog:
+        while racer.poll() is None:
+            catalog.refresh(where)
+            refreshes += 1
+        assert racer.returncode == 0, racer.stderr.read() if racer.stderr else ""
+        settle()
+        catalog.refresh(where)
+        listed_as_files_say(catalog, where)
+        for turn in range(8):
+            assert sessions(catalog.search(f'"answer {turn}"')) == {f"race{turn % 4}"}, turn
+    assert refreshes >= 1  # ~100 000 on the team machine
 
 
 def write_log(path: Path, prompt: str, answer: str) -> None:
