@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import secrets
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -180,6 +179,8 @@ class _Markers:
     string (a random tag and its index) whose :func:`js_number` text is kept here."""
 
     def __init__(self) -> None:
+        import secrets  # only for this fallback: not loaded by every command
+
         self.tag = secrets.token_hex(8)
         self.numbers: list[str] = []
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import secrets
 import shutil
 import struct
 import subprocess
@@ -17,7 +18,6 @@ from harness import as_doubles
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiontape.storage import json_style
 from sessiontape.storage.json_style import (
     CIRCULAR,
     dumps_compact,
@@ -281,7 +281,7 @@ def test_a_string_holding_the_float_marker_is_kept(monkeypatch: pytest.MonkeyPat
     """The standard encoder's path writes floats through marker strings with a random tag;
     a tag that a string of the value holds is not used."""
     tags = iter(["feedface00000000", "0123456789abcdef"])
-    monkeypatch.setattr(json_style.secrets, "token_hex", lambda _size: next(tags))
+    monkeypatch.setattr(secrets, "token_hex", lambda _size: next(tags))
     value = ["\ud800", "feedface00000000:0", 1e-7, {"cost": 9.600000000000001e-06}]
     assert dumps_compact(value) == (
         b'["\\ud800","feedface00000000:0",1e-7,{"cost":0.000009600000000000001}]')
