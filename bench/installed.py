@@ -29,8 +29,8 @@ def installed_sessiontape(directory: Path) -> Path:
     source, wheels, venv = directory / "source", directory / "wheels", directory / "venv"
     shutil.copytree(REPO, source, ignore=_NOT_SOURCE)  # the build leaves build/ beside it
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--wheel-dir", str(wheels), str(source)], check=True)
+    subprocess.run([*pip, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(source)],
+                   check=True)  # its build backend from the package registry, as pip does
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     subprocess.run([*pip, "--python", str(python), "install", "--no-deps", "--no-index",
