@@ -6,7 +6,8 @@ start-up that an installed package does not have (``python -c pass``: 25 ms ther
 in a plain venv, on the team machine). :func:`installed_sessiontape` builds a wheel of this
 checkout and installs it into a fresh venv in ``directory``, whose site-packages sees this
 environment's dependencies (a ``.pth`` line; the dependencies' own ``.pth`` files are not
-run), and returns that venv's ``sessiontape`` console script. About 2 s.
+run), and returns that venv's ``sessiontape`` console script. About 2 s (pip builds the
+wheel with its build backend from the package registry, or pip's cache).
 """
 
 from __future__ import annotations
