@@ -707,9 +707,9 @@ class Catalog:
                           new: list[SessionInfo]) -> bool:
         """Whether what changed in the user directories and the AgentUse root is the
         ``new`` pairs' own: every log found there that the catalog does not know is one
-        of theirs, with an owner record, and every session directory likewise; none that
-        it knows is gone, has gained or lost its owner record, or is theirs. Then
-        listing everything again would find nothing else."""
+        of theirs (as listing everything would give it them), and every session directory
+        likewise; none that it knows is gone, has gained or lost its owner record, or is
+        theirs. Then listing everything again would find nothing else."""
         from .log_owners import owner_record_name
 
         logs = {_path(str(info.log_path)) for info in new if info.log_path is not None}
@@ -733,8 +733,8 @@ class Catalog:
             if any(path not in owned or owned[path] != bool(was_owned)
                    for path, was_owned in known.items()):
                 return False  # a log gone, or its owner record come or gone
-            if any(path not in logs or not owned[path] for path in owned.keys() - known):
-                return False
+            if not owned.keys() - known <= logs:
+                return False  # a log no new pair takes (skilled_crew's logs have no owner)
         if nearby.tree and where.agentuse_root is not None:
             from .sessions import tree_session_dirs
 

@@ -707,10 +707,11 @@ def listed_as_files_say(catalog: Catalog, where: Locations) -> None:
         [i.to_json() for i in list_sessions(locations=where)]
 
 
-def test_a_conversation_sessiontape_begins_is_found_without_listing_everything() -> None:
+def test_a_conversation_begun_is_found_without_listing_everything() -> None:
     """A conversation the Recorder begins (a new pair, link, owned log and tree: the store,
-    a user directory and the AgentUse root change) is found from the store's new pair,
-    without listing every log and tree again; the catalog stays what list_sessions reads."""
+    a user directory and the AgentUse root change), or skilled_crew (a log with no owner
+    record, the pair's items), is found from the store's new pair, without listing every
+    log and tree again; the catalog stays what list_sessions reads."""
     recs = record((ANN, "first", lambda r: squares(r, "first q", "first a")))
     where = where_of(recs["first"]).locations
     settle()
@@ -723,6 +724,15 @@ def test_a_conversation_sessiontape_begins_is_found_without_listing_everything()
                 summary.conversations) == (False, 1, 1, 2)
         listed_as_files_say(catalog, where)
         assert sessions(catalog.search('"second a"')) == {"second"}
+
+        # skilled_crew begins one: a log without an owner record, the pair's items stored
+        write_log(recs["first"].log_path.with_name("crewnew.jsonl"), "crew q", "crew a")
+        add_item(where.store_file, ANN, "crewnew")
+        settle()
+        summary = catalog.refresh(where)
+        assert (summary.listed, summary.reindexed, summary.conversations) == (False, 1, 3)
+        listed_as_files_say(catalog, where)
+        assert sessions(catalog.search('"crew a"')) == {"crewnew"}
 
 
 def test_what_no_new_pair_explains_lists_everything() -> None:
