@@ -19,7 +19,7 @@ from .names import safe_join, sanitize_log_name
 from .paths import SkilletPaths
 
 __all__ = ["MAX_CANDIDATES", "candidates", "find_log_path", "log_owner", "owned_by",
-           "owner_record_name", "owner_record_path"]
+           "owned_log_path", "owner_record_name", "owner_record_path"]
 
 MAX_CANDIDATES = 100
 
@@ -75,6 +75,15 @@ def find_log_path(user_id: str, session_name: str, logs_root: Path | None = None
         if not owner_record_path(path).exists() or owned_by(path, record):
             return path if path.exists() else None
     return None
+
+
+def owned_log_path(user_id: str, session_name: str, logs_root: Path) -> Path | None:
+    """The pair's existing log whose owner record names it (the one sessiontape claimed
+    for it), or None; every candidate is looked at (the file before it may be gone)."""
+    record = {"user_id": user_id, "session_name": session_name}
+    return next((path for path in candidates(user_id, session_name, logs_root)
+                 if owner_record_path(path).exists() and owned_by(path, record)
+                 and path.exists()), None)
 
 
 def log_owner(log_path: Path) -> dict[str, Any] | None:

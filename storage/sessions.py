@@ -70,7 +70,13 @@ from .items import content_text, output_text
 from .json_style import dumps_compact, loads
 from .links import link_rows
 from .liveness import reported_status
-from .log_owners import find_log_path, log_owner, owner_record_name, owner_record_path
+from .log_owners import (
+    find_log_path,
+    log_owner,
+    owned_log_path,
+    owner_record_name,
+    owner_record_path,
+)
 from .log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
 from .paths import Locations, SkilletPaths, agentuse_sessions_root
 from .tables import (
@@ -669,7 +675,10 @@ def gather_sessions(user_id: str | None, where: Locations,
     listed = _listed_logs(where.logs_root, known_logs or {}) if pairs is None else []
     owned = {(log.user, log.name): log.path for log in listed if log.owned}
     for (user, name), info in found.items():
-        info.log_path = owned.get((user, name)) or find_log_path(user, name, where.logs_root)
+        # A log its owner record gives the pair first (listed, or found by its names).
+        info.log_path = (owned.get((user, name)) if pairs is None else
+                         owned_log_path(user, name, where.logs_root)) or \
+            find_log_path(user, name, where.logs_root)
     taken = {info.log_path for info in found.values() if info.log_path is not None}
     for log in listed:
         if log.path in taken or (user_id is not None and log.user != user_id):

@@ -702,6 +702,36 @@ def test_the_store_marks_tell_items_added_from_anything_else(tmp_path: Path) -> 
     assert store_growth(reused, None) == (None, None)
 
 
+def test_a_pair_whose_log_is_its_second_candidate_keeps_it_when_its_items_grow() -> None:
+    """Two users whose names sanitize alike (``ann@example.com``, ``ann.example.com``) log
+    to one name and, the second, to its hashed one; the first's owner record lost, its log
+    reads as unowned. A turn stored for the second is found from the store (not by
+    listing everything) with the log its owner record names, as listing everything gives
+    it, not the first candidate that nobody owns."""
+    recs = record((ANN, "trip", lambda r: squares(r, "ann q", "ann a")),
+                  ("ann.example.com", "trip", lambda r: squares(r, "dot q", "dot a")))
+    first, second = recs["trip"].log_path.with_name("trip.jsonl"), None  # first candidate
+    where = where_of(recs["trip"]).locations
+    owners = sorted(first.parent.glob(".trip*.owner.json"))
+    assert len(owners) == 2
+    for owner in owners:
+        if json.loads(owner.read_bytes())["user_id"] == ANN:
+            owner.unlink()
+        else:
+            second = owner.with_name(owner.name[1:].replace(".owner.json", ".jsonl"))
+    assert second is not None and second != first and second.exists()
+    settle()
+    with Catalog() as catalog:
+        catalog.refresh(where)
+        listed_as_files_say(catalog, where)
+        add_item(where.store_file, "ann.example.com", "trip")
+        settle()
+        assert not catalog.refresh(where).listed
+        listed_as_files_say(catalog, where)
+        logs = {info.user_id: info.log_path for info in catalog.conversations()}
+        assert logs["ann.example.com"] == second
+
+
 def listed_as_files_say(catalog: Catalog, where: Locations) -> None:
     assert [i.to_json() for i in catalog.conversations()] == \
         [i.to_json() for i in list_sessions(locations=where)]
