@@ -690,9 +690,11 @@ class Catalog:
         if any(info.agentuse_dir is not None and not info.agentuse_dir.is_dir()
                for info in infos):
             return None  # a link to a moved tree: the listing finds it again
-        if not self._nearby_explained(conn, where, nearby, [
-                info for info in infos if (info.user_id, info.session_name) in new]):
+        besides = self._nearby_explained(conn, where, nearby, [
+            info for info in infos if (info.user_id, info.session_name) in new])
+        if besides is None:
             return None
+        infos += besides
         conn.executemany("INSERT OR REPLACE INTO store_pairs VALUES (?, ?, ?)",
                          [(dumps_compact(list(pair)).decode(), *now[pair]) for pair in changed])
         found = [Found.of(info) for info in infos]
@@ -704,12 +706,14 @@ class Catalog:
 
     @staticmethod
     def _nearby_explained(conn: sqlite3.Connection, where: Locations, nearby: _Nearby,
-                          new: list[SessionInfo]) -> bool:
-        """Whether what changed in the user directories and the AgentUse root is the
-        ``new`` pairs' own: every log found there that the catalog does not know is one
-        of theirs (as listing everything would give it them), and every session directory
-        likewise; none that it knows is gone, has gained or lost its owner record, or is
-        theirs. Then listing everything again would find nothing else."""
+                          new: list[SessionInfo]) -> list[SessionInfo] | None:
+        """The sessions AgentUse began in its root (new directories that no pair links),
+        when the rest of what changed in the user directories and the AgentUse root is
+        the ``new`` pairs' own: every log found there that the catalog does not know is
+        one of theirs (as listing everything would give it them), and every other new
+        session directory; none that it knows is gone, has gained or lost its owner
+        record, or is theirs. Then listing everything again would find nothing else;
+        None when it would."""
         from .log_owners import owner_record_name
 
         logs = {_path(str(info.log_path)) for info in new if info.log_path is not None}
@@ -718,7 +722,7 @@ class Catalog:
                             (path,)).fetchone()
                for column, paths in (("log_path", logs), ("agentuse_dir", dirs))
                for path in paths):
-            return False  # a new pair takes over a known log or tree: that one goes
+            return None  # a new pair takes over a known log or tree: that one goes
         for directory in nearby.logs:
             entries = {}
             with suppress(OSError):  # as sessions list lists them: _listed_logs
@@ -732,24 +736,31 @@ class Catalog:
                 "log_path < ?", (directory + b"/", directory + b"0")).fetchall())
             if any(path not in owned or owned[path] != bool(was_owned)
                    for path, was_owned in known.items()):
-                return False  # a log gone, or its owner record come or gone
+                return None  # a log gone, or its owner record come or gone
             if not owned.keys() - known <= logs:
-                return False  # a log no new pair takes (skilled_crew's logs have no owner)
+                return None  # a log no new pair takes (skilled_crew's logs have no owner)
+        besides: list[SessionInfo] = []
         if nearby.tree and where.agentuse_root is not None:
-            from .sessions import tree_session_dirs
+            from .sessions import tree_only_session, tree_session_dirs
 
             ours = {info.agentuse_dir.name for info in new if info.agentuse_dir is not None}
-            names = {os.path.basename(path) for _, path in
+            names = {os.path.basename(path): path for _, path in
                      tree_session_dirs(where.agentuse_root)}
             root = _path(str(where.agentuse_root)) + b"/"
             known_dirs = {os.fsdecode(os.path.basename(path)): path.startswith(root)
                           for (path,) in conn.execute("SELECT agentuse_dir FROM conversations "
                                                       "WHERE agentuse_dir IS NOT NULL")}
             # A link may spell the root otherwise (through a symbolic link): by name.
-            if any(under and name not in names for name, under in known_dirs.items()) \
-                    or not names - known_dirs.keys() <= ours:
-                return False
-        return True
+            if any(under and name not in names for name, under in known_dirs.items()):
+                return None
+            linked = {name[:26] for name in known_dirs}  # ULIDs: a tree merges with its pair
+            for name in names.keys() - known_dirs.keys() - ours:
+                if name[:26] in linked:
+                    return None
+                info = tree_only_session(Path(names[name]))
+                if info is not None:
+                    besides.append(info)
+        return besides
 
     def _store_grown(self, conn: sqlite3.Connection, where: Locations
                      ) -> tuple[set[tuple[str, str]], int] | None:

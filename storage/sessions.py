@@ -728,12 +728,19 @@ def _tree_only(known: list[SessionInfo], root: Path) -> list[SessionInfo]:
                     and not info.agentuse_dir.is_dir():
                 info.agentuse_dir = Path(path)
             continue
-        directory = Path(path)
-        if not os.path.lexists(directory / "session.json"):
-            continue  # not a session (yet): a crash between mkdir and the first write
-        found.append(SessionInfo(None, directory.name, agentuse_dir=directory,
-                                 origin=ORIGIN_AGENTUSE, in_tree_only=True))
+        info = tree_only_session(Path(path))
+        if info is not None:
+            found.append(info)
     return found
+
+
+def tree_only_session(directory: Path) -> SessionInfo | None:
+    """The session of an AgentUse tree directory that no pair links, or None before its
+    ``session.json`` is written (a crash between mkdir and the first write)."""
+    if not os.path.lexists(directory / "session.json"):
+        return None
+    return SessionInfo(None, directory.name, agentuse_dir=directory, origin=ORIGIN_AGENTUSE,
+                       in_tree_only=True)
 
 
 def fill_session(info: SessionInfo, *, with_usage: bool = True,

@@ -740,8 +740,9 @@ def listed_as_files_say(catalog: Catalog, where: Locations) -> None:
 def test_a_conversation_begun_is_found_without_listing_everything() -> None:
     """A conversation the Recorder begins (a new pair, link, owned log and tree: the store,
     a user directory and the AgentUse root change), or skilled_crew (a log with no owner
-    record, the pair's items), is found from the store's new pair, without listing every
-    log and tree again; the catalog stays what list_sessions reads."""
+    record, the pair's items), is found from the store's new pair, and one AgentUse begins
+    (a directory no pair links) from its root, without listing every log and tree again;
+    the catalog stays what list_sessions reads."""
     recs = record((ANN, "first", lambda r: squares(r, "first q", "first a")))
     where = where_of(recs["first"]).locations
     settle()
@@ -764,13 +765,22 @@ def test_a_conversation_begun_is_found_without_listing_everything() -> None:
         listed_as_files_say(catalog, where)
         assert sessions(catalog.search('"crew a"')) == {"crewnew"}
 
+        # AgentUse begins one: a session directory in its root that no pair links
+        tree = recs["first"].session_dir
+        assert tree is not None
+        shutil.copytree(tree, tree.with_name(f"{new_ulid()}-Counter"))
+        settle()
+        summary = catalog.refresh(where)
+        assert (summary.listed, summary.reindexed, summary.conversations) == (False, 1, 4)
+        listed_as_files_say(catalog, where)
+
 
 def test_what_no_new_pair_explains_lists_everything() -> None:
     """What a conversation the Recorder begins does not explain lists every conversation
     again, so that the catalog stays what list_sessions reads: beside a new conversation, a
-    skilled_crew log (no owner record), a session AgentUse began, a log deleted, a known
-    log given an owner record; and a new pair of the store whose log was known alone (it
-    takes that conversation over)."""
+    skilled_crew log with no pair in the store (no owner record), a log deleted, a known
+    log given an owner record, a linked tree renamed; and a new pair of the store whose
+    log was known alone (it takes that conversation over)."""
     recs = record((ANN, "first", lambda r: squares(r, "first q", "first a")))
     where = where_of(recs["first"]).locations
     assert where.agentuse_root is not None
@@ -781,9 +791,6 @@ def test_what_no_new_pair_explains_lists_everything() -> None:
     def crew_log() -> None:
         write_log(ann_logs / "crew.jsonl", "crew q", "crew a")
 
-    def agentuse_session() -> None:
-        shutil.copytree(tree, tree.with_name(f"{new_ulid()}-Counter"))
-
     def log_deleted() -> None:
         recs["first"].log_path.unlink()
 
@@ -791,10 +798,13 @@ def test_what_no_new_pair_explains_lists_everything() -> None:
         (ann_logs / ".crew.owner.json").write_bytes(
             dumps_compact({"user_id": ANN, "session_name": "crew"}))
 
+    def tree_renamed() -> None:  # its ULID kept: listing everything links it again
+        tree.rename(tree.with_name(f"{tree.name[:26]}-Renamed"))
+
     with Catalog() as catalog:
         catalog.refresh(where)
-        for number, change in enumerate((crew_log, agentuse_session, log_deleted,
-                                         crew_log_adopted)):
+        for number, change in enumerate((crew_log, log_deleted, crew_log_adopted,
+                                         tree_renamed)):
             change()
             record((ANN, f"new{number}", lambda r: squares(r, "new q", "new a")))
             settle()
