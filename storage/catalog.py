@@ -18,8 +18,9 @@ conversations that changed and dropping those that vanished. What it states:
   again, reusing the owner records already read. When only the store changed (every
   recorded turn writes it), only the pairs whose counts in it changed are found again (its
   marks tell which when it only grew); when it only grew and the user directories and
-  AgentUse root that changed hold nothing but its new pairs' logs and trees (a
-  conversation sessiontape began), those pairs are found the same way;
+  AgentUse root that changed hold nothing but its new pairs' logs and trees and sessions
+  no pair links (a conversation sessiontape, skilled_crew or AgentUse began), those are
+  found the same way;
 * each conversation's head: its log when it has one (every turn appends to it, whoever
   writes it), else its session directory (a new exchange or a rewritten ``session.json``
   changes it: writers replace files by renaming);
