@@ -208,10 +208,10 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     catalog = verbs.add_parser(
         "catalog", help=VERBS["catalog"].help,
         description="The catalog is the index (a cache) that sessions list and show, search "
-                    "and usage answer from; every one of them brings it up to date first. "
-                    "'refresh --full' also states every file of every AgentUse tree, to see "
-                    "at once an old session's file edited in place, which otherwise shows "
-                    "within a few dozen refreshes.")
+                    "and usage answer from; each brings it up to date first (show: the "
+                    "sessions its name selects). 'refresh --full' also states every file of "
+                    "every AgentUse tree, to see at once an old session's file edited in "
+                    "place, which otherwise shows within conversations/32 refreshes or so.")
     catalog.add_argument("action", choices=("refresh", "path"))
     catalog.add_argument("--full", action="store_true",
                          help="state every file of every tree, not only the recent ones")

@@ -2,9 +2,10 @@
 
 Every verb that names or lists conversations asks the catalog
 (:mod:`sessiontape.storage.catalog`), brought up to date first (with a progress line on a
-terminal while it reads many). When the catalog cannot be used (locked, read-only, of a
-newer sessiontape) one line on stderr says so and the layouts are read directly, with the
-same answer, only slower.
+terminal while it reads many); a verb that names one brings in line only what its name
+selects (:meth:`~sessiontape.storage.catalog.Catalog.find` with ``where``). When the
+catalog cannot be used (locked, read-only, of a newer sessiontape) one line on stderr says
+so and the layouts are read directly, with the same answer, only slower.
 """
 
 from __future__ import annotations
