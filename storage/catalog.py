@@ -21,17 +21,22 @@ conversations that changed and dropping those that vanished. What it states:
   AgentUse root that changed hold nothing but its new pairs' logs and trees and sessions
   no pair links (a conversation sessiontape, skilled_crew or AgentUse began), those are
   found the same way;
-* each conversation's head: its log when it has one (every turn appends to it, whoever
-  writes it), else its session directory (a new exchange or a rewritten ``session.json``
-  changes it: writers replace files by renaming);
+* each conversation's head but the quiet ones, and ``head_slice`` quiet ones in turn: its
+  log when it has one (every turn appends to it, whoever writes it), else its session
+  directory (a new exchange or a rewritten ``session.json`` changes it: writers replace
+  files by renaming). A quiet head is a store pair's log found unchanged :data:`HOT_NS`
+  after its last change: every recorded turn gives the pair items, which the store shows
+  (above); what is logged without an item stored is seen within ``conversations /
+  head_slice`` refreshes;
 * every file and directory of the trees of the live conversations (``running``,
   ``suspended``), of those with a file changed in the last :data:`HOT_NS`, and of the
   ``deep_slice`` least recently checked (as many of these as :data:`DEEP_BUDGET_NS` allows,
   at least one), as a digest of paths, sizes and mtimes. So an edit no head shows (AgentUse
   continuing a conversation sessiontape logged, a part file edited in place) is seen at
   once in a recent conversation and within ``conversations`` refreshes (``conversations /
-  deep_slice`` when the trees are in the page cache) in an old one; ``refresh(full=True)``
-  states every tree now.
+  deep_slice`` when the trees are in the page cache) in an old one.
+
+``refresh(full=True)`` states every head and every tree now.
 
 Deleting the catalog loses nothing: the next refresh rebuilds it. A corrupt catalog, or one
 of an older schema, is rebuilt; one that cannot be used (a newer schema, locked beyond the
@@ -79,7 +84,7 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output")
 GROUPS = ("daily", "monthly", "session", "model", "agent")
@@ -91,8 +96,10 @@ RACY_NS = 50_000_000
 HOT_NS = 600_000_000_000
 DEEP_SLICE = 32  # trees wholly stated per refresh beyond the live and the hot ones
 # ... but no more than this long on them, beyond the first (old trees may not be in the page
-# cache: reading 32 cold ones took 200 ms); the rest wait for the next refresh.
-DEEP_BUDGET_NS = 10_000_000
+# cache: reading 32 cold ones took 200 ms, 28 warm ones fit); the rest wait for the next
+# refresh.
+DEEP_BUDGET_NS = 5_000_000
+HEAD_SLICE = 512  # quiet heads stated per refresh (the store shows their turns)
 COMMIT_EVERY = 500  # conversations read per transaction: a long build killed keeps its work
 _UNKNOWN = -2
 _MISSING = -1
@@ -115,7 +122,9 @@ CREATE TABLE conversations (
   head_size INTEGER, head_mtime_ns INTEGER,  -- of its head: its log, else its tree
   tree_stamp TEXT,               -- digest of every file of its tree ('': look again)
   newest_ns INTEGER NOT NULL,    -- newest mtime of its files, when last looked at
-  checked_ns INTEGER NOT NULL);  -- when its whole tree was last stated
+  checked_ns INTEGER NOT NULL,   -- when its whole tree was last stated
+  quiet INTEGER NOT NULL);       -- 1: its head is a store pair's log, stated unchanged
+                                 -- HOT_NS after its last change (only a slice is stated)
 CREATE TABLE subagent_sessions (
   conversation INTEGER NOT NULL, session_id TEXT, parent_session_id TEXT, call_id TEXT,
   agent TEXT, turn INTEGER);
@@ -141,8 +150,8 @@ CREATE TABLE roots (              -- the store and its WAL, the log directories,
 CREATE INDEX conversations_checked ON conversations (checked_ns);
 CREATE INDEX conversations_newest ON conversations (newest_ns);
 CREATE INDEX conversations_status ON conversations (status);
-CREATE INDEX conversations_heads  -- covers the heads' scan: a third of the table's time
-  ON conversations (log_path, agentuse_dir, head_size, head_mtime_ns);
+CREATE INDEX conversations_heads  -- covers the heads' reads: those not quiet, a slice
+  ON conversations (quiet, id, log_path, agentuse_dir, head_size, head_mtime_ns);
 CREATE INDEX conversations_name ON conversations (name);
 CREATE INDEX conversations_found  -- covers a listing's reads of every conversation
   ON conversations (key, fingerprint, log_owned, log_path);
@@ -158,7 +167,7 @@ CREATE INDEX model_calls_at ON model_calls (at_ms);
 _COLUMNS = ("key", "user", "name", "agentuse_dir", "agentuse_name", "log_path", "status",
             "last_ms", "found", "fingerprint", "log_owned", "info", "problems", "read_from",
             "head_size",
-            "head_mtime_ns", "tree_stamp", "newest_ns", "checked_ns")
+            "head_mtime_ns", "tree_stamp", "newest_ns", "checked_ns", "quiet")
 _UPSERT = (f"INSERT INTO conversations ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (key) DO UPDATE SET "
            f"{', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[1:])} RETURNING id")
@@ -312,26 +321,29 @@ def _tree_stamp(directory: str, started_ns: int) -> tuple[str | None, int]:
     top = os.stat(directory, follow_symlinks=False) if os.path.lexists(directory) else None
     if top is None:
         return None, 0
-    digest = hashlib.blake2b(f"{top.st_mtime_ns}".encode(), digest_size=16)
-    newest, stack = top.st_mtime_ns, [directory]
+    lines, newest, stack = [], top.st_mtime_ns, [directory]
     while stack:
         try:
-            entries = sorted(os.scandir(stack.pop()), key=lambda entry: entry.name)
+            entries = os.scandir(stack.pop())
         except OSError:
             continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            newest = max(newest, st.st_mtime_ns)
-            digest.update(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode(
-                "utf-8", "surrogateescape"))
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-    return ("" if newest >= started_ns - RACY_NS else digest.hexdigest()), newest
+        with entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                newest = max(newest, st.st_mtime_ns)
+                lines.append(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\n")
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+    if newest >= started_ns - RACY_NS:
+        return "", newest
+    lines.sort()  # the order of the entries, not that of the directory listing
+    return hashlib.blake2b(f"{top.st_mtime_ns}\n{''.join(lines)}".encode(
+        "utf-8", "surrogateescape"), digest_size=16).hexdigest(), newest
 
 
 # -- finding the conversations --------------------------------------------------------------
@@ -379,15 +391,18 @@ class Catalog:
 
     Opened on first use; ``busy_timeout`` seconds is how long a call waits for another
     process's write before raising :class:`CatalogUnavailable`; ``deep_slice`` trees
-    beyond the recent ones are wholly stated per refresh, and a refresh commits every
-    ``commit_every`` conversations read. Use it as a context manager, or :meth:`close` it.
+    beyond the recent ones are wholly stated per refresh, and ``head_slice`` quiet heads;
+    a refresh commits every ``commit_every`` conversations read. Use it as a context
+    manager, or :meth:`close` it.
     """
 
     def __init__(self, path: Path | None = None, *, busy_timeout: float = 5.0,
-                 deep_slice: int = DEEP_SLICE, commit_every: int = COMMIT_EVERY) -> None:
+                 deep_slice: int = DEEP_SLICE, head_slice: int = HEAD_SLICE,
+                 commit_every: int = COMMIT_EVERY) -> None:
         self.path = Path(path) if path is not None else default_catalog_path()
         self.busy_timeout = busy_timeout
         self.deep_slice = deep_slice
+        self.head_slice = head_slice
         self.commit_every = commit_every
         self._conn: sqlite3.Connection | None = None
         self._nothing = False  # the last refresh found no layout and no catalog
@@ -611,36 +626,59 @@ class Catalog:
 
     def _due(self, conn: sqlite3.Connection, started: int, full: bool,
              scope: _Scope | None) -> set[int]:
-        """The catalog's conversations (those ``scope`` selects) whose files changed: every
-        head is stated; every file of the trees of the live ones, the hot ones and the
-        :attr:`deep_slice` least recently checked, within :data:`DEEP_BUDGET_NS` (of all
-        with ``full`` or a scope). Trees found unchanged are marked checked."""
+        """The catalog's conversations (those ``scope`` selects) whose files changed, by
+        their heads (:meth:`_heads_changed`) and their trees (:meth:`_trees_changed`)."""
         among, params = (f" AND ({scope[0]})", scope[1]) if scope is not None else ("", ())
-        due = set()
-        for conversation, log, directory, size, mtime in conn.execute(
-                "SELECT id, log_path, agentuse_dir, head_size, head_mtime_ns FROM "
-                "conversations WHERE (log_path IS NOT NULL OR agentuse_dir IS NOT NULL)"
-                f"{among}", params):
-            try:  # _stat's work inline: this loop runs over every conversation
+        every = full or scope is not None
+        due = self._heads_changed(conn, started, every, among, params)
+        return due | self._trees_changed(conn, started, every, among, params, due)
+
+    def _heads_changed(self, conn: sqlite3.Connection, started: int, every: bool,
+                       among: str, params: tuple[Any, ...]) -> set[int]:
+        """The conversations whose heads changed: the heads not quiet and
+        :attr:`head_slice` quiet ones are stated (``every``: all). A store pair's log found
+        unchanged HOT_NS after its last change becomes quiet: the store shows its turns."""
+        heads = "SELECT id, log_path, agentuse_dir, head_size, head_mtime_ns, quiet FROM " \
+            "conversations WHERE (log_path IS NOT NULL OR agentuse_dir IS NOT NULL)"
+        if every:
+            rows = conn.execute(f"{heads}{among}", params).fetchall()
+        else:
+            rows = conn.execute(f"{heads} AND quiet = 0").fetchall() + self._quiet_slice(
+                conn, heads)
+        due, quieted = set(), []
+        for conversation, log, directory, size, mtime, quiet in rows:
+            try:  # _stat's work inline: this loop may run over every conversation
                 st = os.stat(log or directory, follow_symlinks=False)
                 if st.st_mtime_ns == mtime and st.st_size == size:
+                    if not quiet and log is not None and mtime < started - HOT_NS:
+                        quieted.append((conversation,))
                     continue
             except OSError:
                 if mtime == _MISSING:
                     continue
             due.add(conversation)
+        conn.executemany("UPDATE conversations SET quiet = 1 WHERE id = ? AND key IN "
+                         "(SELECT key FROM store_pairs)", quieted)
+        return due
+
+    def _trees_changed(self, conn: sqlite3.Connection, started: int, every: bool,
+                       among: str, params: tuple[Any, ...], due: set[int]) -> set[int]:
+        """The conversations (beyond ``due``) whose trees changed: every file of the trees
+        of the live ones, the hot ones and the :attr:`deep_slice` least recently checked,
+        within :data:`DEEP_BUDGET_NS`, is stated (``every``: of all trees). Trees found
+        unchanged are marked checked."""
         trees = "SELECT id, agentuse_dir, tree_stamp FROM conversations WHERE agentuse_dir " \
             f"IS NOT NULL{among}"
-        if full or scope is not None:
+        if every:
             recent, oldest = conn.execute(trees, params).fetchall(), []
-        else:  # each by its index: a scan of the table costs as much as the heads' stats
+        else:  # each by its index: a scan of the table costs more than all the rest
             recent = conn.execute(f"{trees} AND (status IN ('running', 'suspended') OR "
                                   "newest_ns >= ?)", (started - HOT_NS,)).fetchall()
             oldest = conn.execute(f"{trees} ORDER BY checked_ns LIMIT ?",
                                   (self.deep_slice,)).fetchall()
         looked = {row[0] for row in recent}
         old = [row for row in oldest if row[0] not in looked]
-        checked, old_since = [], 0
+        changed, checked, old_since = set(), [], 0
         for index, (conversation, directory, stamp) in enumerate(recent + old):
             if index >= len(recent):  # old trees: within the budget, at least one
                 old_since = old_since or time.time_ns()
@@ -649,11 +687,25 @@ class Catalog:
             if conversation in due:
                 continue
             if stamp == "" or _tree_stamp(os.fsdecode(directory), started)[0] != stamp:
-                due.add(conversation)
+                changed.add(conversation)
             else:
                 checked.append((started, conversation))
         conn.executemany("UPDATE conversations SET checked_ns = ? WHERE id = ?", checked)
-        return due
+        return changed
+
+    def _quiet_slice(self, conn: sqlite3.Connection, heads: str) -> list[Any]:
+        """The next :attr:`head_slice` quiet heads, in turn (by id, from where the last
+        refresh stopped, round again at the end)."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'head_cursor'").fetchone()
+        after = int(row[0]) if row else 0
+        rows = conn.execute(f"{heads} AND quiet = 1 AND id > ? ORDER BY id LIMIT ?",
+                            (after, self.head_slice)).fetchall()
+        if len(rows) < self.head_slice and after:
+            rows += conn.execute(f"{heads} AND quiet = 1 AND id <= ? ORDER BY id LIMIT ?",
+                                 (after, self.head_slice - len(rows))).fetchall()
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('head_cursor', ?)",
+                     (str(rows[-1][0] if rows else 0),))
+        return rows
 
     def _store_changed(self, conn: sqlite3.Connection, where: Locations, started: int,
                        nearby: _Nearby) -> tuple[list[Found], list[Any]] | None:
@@ -850,7 +902,7 @@ class Catalog:
             info.last_ms, item.json(), item.fingerprint(), item.log_owned,
             dumps_compact(info.to_json()).decode(), dumps_compact(info.problems).decode(),
             reading.read_from, head_size, head_mtime, stamp, max(newest, head_mtime),
-            started)).fetchone()[0]
+            started, 0)).fetchone()[0]
         self._clear(conn, conversation)
         self._insert(conn, conversation, reading.rows)
 

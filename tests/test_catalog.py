@@ -468,38 +468,127 @@ def test_an_old_trees_edit_no_head_shows_is_seen_in_turn_and_at_once_with_full()
         assert sessions(catalog.search('"old 1 full"')) == {"old1"}
 
 
-def test_a_head_change_is_seen_at_once_however_old_the_conversation() -> None:
-    """No tree stated (deep_slice 0): an old log appended to (skilled_crew continuing a
-    conversation) and an old AgentUse tree whose session.json is replaced (a writer's
-    rename) are both re-read by the next refresh."""
+def append_log(log_path: Path, *entries: dict[str, Any]) -> None:
+    """``entries`` appended to a replay log as skilled_crew appends them, the log kept old."""
+    with open(log_path, "ab") as log:
+        log.writelines(json.dumps(entry).encode() + b"\n" for entry in entries)
+    age(log_path)
+
+
+def read_from_its_log(rec: Recorder) -> None:
+    """Leave ``rec``'s conversation without its tree and the store's link to it (as
+    skilled_crew records one: items and a log): the catalog reads it from its log."""
+    assert rec.session_dir is not None
+    shutil.rmtree(rec.session_dir)
+    with closing(sqlite3.connect(where_of(rec).store)) as conn, conn:
+        conn.execute("DELETE FROM sessiontape_links WHERE session_name = ?",
+                     (rec.session_name,))
+
+
+def test_a_head_no_store_pair_watches_is_seen_at_once_however_old() -> None:
+    """No tree stated (deep_slice 0), no quiet head (head_slice 0): an old log with no pair
+    in the store (skilled_crew's, its store elsewhere) appended to, and an old AgentUse tree
+    whose session.json is replaced (a writer's rename), are both re-read by the next
+    refresh: their heads are stated by every refresh."""
     recs = record((ANN, "logged", lambda r: squares(r, "logged first", "logged done")),
                   (ANN, "treed", lambda r: squares(r, "treed first", "treed done")))
     where = where_of(recs["logged"])
     logged, treed = recs["logged"], recs["treed"]
-    assert logged.session_dir is not None and treed.session_dir is not None
-    shutil.rmtree(logged.session_dir)  # read from its log
+    assert treed.session_dir is not None
+    read_from_its_log(logged)
     treed.log_path.unlink()  # a tree no log or link names: an AgentUse session, head = its dir
     treed.log_path.with_name(f".{treed.session_name}.owner.json").unlink()
     with closing(sqlite3.connect(where.store)) as conn, conn:
-        conn.execute("DELETE FROM sessiontape_links WHERE session_name = 'treed'")
-        conn.execute("DELETE FROM session_items WHERE session_name = 'treed'")
+        conn.execute("DELETE FROM sessiontape_links")
+        conn.execute("DELETE FROM session_items")
     age(logged.log_path, treed.session_dir)
-    with Catalog(deep_slice=0) as catalog:
+    with Catalog(deep_slice=0, head_slice=0) as catalog:
         assert where.refresh(catalog).reindexed == 2
         assert where.refresh(catalog).reindexed == 0
-        with open(logged.log_path, "ab") as log:
-            for entry in (log_entries.user_message("logged second"),
-                          log_entries.final_result("a kiwi answer")):
-                log.write(json.dumps(entry).encode() + b"\n")
+        append_log(logged.log_path, log_entries.user_message("logged second"),
+                   log_entries.final_result("a kiwi answer"))
         session_json = treed.session_dir / "session.json"
         info = json.loads(session_json.read_bytes())
         atomic_write(session_json, json.dumps({**info, "status": "error"}).encode())
-        age(logged.log_path, session_json)
+        age(session_json)
         summary = where.refresh(catalog)
         assert (summary.reindexed, summary.conversations) == (2, 2)
         assert [(h.session, h.turn) for h in catalog.search("kiwi")] == [("logged", 2)]
         statuses = {r.session_name: r.status for r in catalog.conversations()}
         assert statuses[treed.session_dir.name] == "error"
+
+
+def test_an_old_pairs_log_is_watched_through_the_store() -> None:
+    """The log of a store pair found unchanged HOT_NS after its last change is quiet: a
+    refresh states only ``head_slice`` of those, in turn. A turn recorded into one (the store
+    given its items) is re-read at once however old its files look; its log appended to
+    with no item stored (a turn that failed before storing any) within conversations /
+    head_slice refreshes, and at once with ``full``."""
+    recs = record_old(3)
+    where = where_of(recs["old0"])
+    read_from_its_log(recs["old1"])
+    with Catalog(deep_slice=0, head_slice=1) as catalog:
+        assert where.refresh(catalog).reindexed == 3
+        assert where.refresh(catalog).reindexed == 0  # the three heads found quiet
+
+        record((ANN, "old2", lambda r: squares(r, "old 2 again", "a fig answer")))
+        assert recs["old2"].session_dir is not None
+        age(recs["old2"].log_path, recs["old2"].session_dir)
+        summary = where.refresh(catalog)
+        assert (summary.reindexed, summary.listed) == (1, False)
+        assert [(h.session, h.turn) for h in catalog.search("fig")] == [("old2", 2)]
+
+        append_log(recs["old1"].log_path, log_entries.user_message("old 1 again"),
+                   log_entries.final_result("a kiwi answer"))
+        assert [where.refresh(catalog).reindexed for _ in range(3)].count(1) == 1
+        assert [(h.session, h.turn) for h in catalog.search("kiwi")] == [("old1", 2)]
+
+        append_log(recs["old1"].log_path, log_entries.user_message("old 1 once more"),
+                   log_entries.final_result("a lime answer"))
+        assert where.refresh(catalog, full=True).reindexed == 1
+        assert [(h.session, h.turn) for h in catalog.search("lime")] == [("old1", 3)]
+
+
+def test_a_log_written_after_its_items_is_seen_however_late() -> None:
+    """A refresh that re-reads a conversation because its store grew may come before the
+    rest of that turn reaches its log. The log is stated by every refresh until one finds it
+    unchanged HOT_NS after its last change (head_slice 0: never in turn), so the rest is
+    seen by the next refresh, however much later it comes and however old the log looks."""
+    recs = record_old(1)
+    where = where_of(recs["old0"])
+    log = recs["old0"].log_path
+    read_from_its_log(recs["old0"])
+    with Catalog(deep_slice=0, head_slice=0) as catalog:
+        assert where.refresh(catalog).reindexed == 1
+        assert where.refresh(catalog).reindexed == 0  # quiet
+        append_log(log, log_entries.user_message("old 0 again"))
+        add_item(where.store, ANN, "old0")
+        assert where.refresh(catalog).reindexed == 1  # through the store
+        assert catalog.search("kiwi") == []
+        append_log(log, log_entries.final_result("a kiwi answer"))  # logged after its items
+        assert where.refresh(catalog).reindexed == 1
+        assert [(h.session, h.turn) for h in catalog.search("kiwi")] == [("old0", 2)]
+        assert where.refresh(catalog).reindexed == 0
+
+
+def test_a_log_whose_pair_is_gone_is_watched_by_its_head_again() -> None:
+    """A quiet log whose items are deleted from the store (its pair gone, the log left: a
+    conversation of the logs alone) is read again, and from then on stated by every
+    refresh (head_slice 0): no store shows its turns now."""
+    recs = record_old(1)
+    where = where_of(recs["old0"])
+    read_from_its_log(recs["old0"])
+    with Catalog(deep_slice=0, head_slice=0) as catalog:
+        assert where.refresh(catalog).reindexed == 1
+        assert where.refresh(catalog).reindexed == 0  # quiet
+        with closing(sqlite3.connect(where.store)) as conn, conn:
+            conn.execute("DELETE FROM session_items")
+        assert where.refresh(catalog).reindexed == 1  # no items now
+        assert where.refresh(catalog).reindexed == 0
+        append_log(recs["old0"].log_path, log_entries.user_message("old 0 again"),
+                   log_entries.final_result("a kiwi answer"))
+        assert where.refresh(catalog).reindexed == 1
+        assert [(h.session, h.turn) for h in catalog.search("kiwi")] == [("old0", 2)]
 
 
 def test_a_recent_trees_edit_is_seen_by_the_next_refresh() -> None:

@@ -209,12 +209,15 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "catalog", help=VERBS["catalog"].help,
         description="The catalog is the index (a cache) that sessions list and show, search "
                     "and usage answer from; each brings it up to date first (show: the "
-                    "sessions its name selects). 'refresh --full' also states every file of "
-                    "every AgentUse tree, to see at once an old session's file edited in "
-                    "place, which otherwise shows within conversations/32 refreshes or so.")
+                    "sessions its name selects). 'refresh --full' also states every log and "
+                    "every file of every AgentUse tree, to see at once what no recorded turn "
+                    "shows (an old session's file edited in place, an old log appended to "
+                    "with no item stored), which otherwise shows within some refreshes "
+                    "(docs/formats.md, 'Catalog').")
     catalog.add_argument("action", choices=("refresh", "path"))
     catalog.add_argument("--full", action="store_true",
-                         help="state every file of every tree, not only the recent ones")
+                         help="state every log and every file of every tree, not only "
+                              "the recent ones")
     project_option(catalog)
     catalog.add_argument("--json", action="store_true",
                          help="an object: path, conversations, reindexed, dropped, listed, "
