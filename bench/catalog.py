@@ -23,7 +23,7 @@ Measured, page cache warm:
   new user directory: every conversation is listed again);
 * in-process :meth:`Catalog.search` of a phrase, a prefix and a NOT query (median of
   20 each) and :meth:`Catalog.usage` by model, session and day (median of 10 each);
-* whole processes (median of 5) of sessiontape installed from a wheel
+* whole processes (median of CLI_RUNS) of sessiontape installed from a wheel
   (``bench/installed.py``: what users run, without the editable install's import hook):
   ``sessiontape search QUERY --json``, ``usage model --json`` and ``sessions list
   --json``, each bringing the catalog up to date first (a refresh as above),
@@ -57,6 +57,7 @@ from timing import median, timed_sync
 
 SEARCHES = {"phrase": '"trip to Kyoto"', "prefix": "muse*", "NOT": "Kyoto NOT museums"}
 USAGE_GROUPS = ("model", "session", "daily")
+CLI_RUNS = 11  # whole processes: the host's noise is a few ms, sometimes tens
 NEW_WORD = "zeppelin"  # in each recorded turn's answer; the generator never writes it
 
 
@@ -172,7 +173,7 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
     installed = installed_sessiontape(home.parent / "installed")
 
     def cli(args: list[str], executable: Path = installed) -> tuple[float, bytes]:
-        return run_cli(args, env, project, 5, executable)
+        return run_cli(args, env, project, CLI_RUNS, executable)
 
     cli_search, out = cli(["search", SEARCHES["phrase"], "--json"])
     assert orjson.loads(out), "sessiontape search found nothing"
@@ -190,7 +191,8 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
     empty = home.parent / "empty-home"  # start-up and imports, nothing to refresh
     (empty / "project").mkdir(parents=True)
     cli_empty, _ = run_cli(["search", SEARCHES["phrase"], "--json"],
-                           {**os.environ, **environment(empty)}, empty / "project", 5, installed)
+                           {**os.environ, **environment(empty)}, empty / "project", CLI_RUNS,
+                           installed)
 
     # Last: the CLI figures above count `sessions` conversations.
     known_user = session_for(0)[0]
@@ -230,14 +232,14 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
           for label, query in SEARCHES.items()),
         *((f"Catalog.usage({group!r}) (median of 10)", ms(usages[group]))
           for group in USAGE_GROUPS),
-        (f"sessiontape search {SEARCHES['phrase']!r} --json (median of 5)", ms(cli_search)),
-        ("sessiontape usage model --json (median of 5)", ms(cli_usage)),
-        ("sessiontape sessions list --json (median of 5)", ms(cli_list)),
-        ("sessiontape sessions show NAME --json (median of 5)", ms(cli_show)),
-        ("sessiontape search ... --json on an empty home (median of 5)", ms(cli_empty)),
-        ("sessiontape --version (median of 5)", ms(cli_version)),
-        ("  the same search, editable dev install (median of 5)", ms(dev_search)),
-        ("  the same show, editable dev install (median of 5)", ms(dev_show)),
+        (f"sessiontape search {SEARCHES['phrase']!r} --json", ms(cli_search)),
+        ("sessiontape usage model --json", ms(cli_usage)),
+        ("sessiontape sessions list --json", ms(cli_list)),
+        ("sessiontape sessions show NAME --json", ms(cli_show)),
+        ("sessiontape search ... --json on an empty home", ms(cli_empty)),
+        ("sessiontape --version", ms(cli_version)),
+        ("  the same search, editable dev install", ms(dev_search)),
+        ("  the same show, editable dev install", ms(dev_show)),
     ]
     figures = {"build": build, "search": searches["phrase"], "cli_search": cli_search,
                "usage": usages["model"], "cli_usage": cli_usage, "cli_list": cli_list,
@@ -283,7 +285,7 @@ def main() -> None:
         home = base / "home"
         generate_and_say(home, args.sessions)
         rows, figures = measure(home, args.sessions)
-        print_table([("catalog", "time"), *rows])
+        print_table([(f"catalog (whole processes: median of {CLI_RUNS})", "time"), *rows])
         print()
         print_table([("target", "measured"), *targets(figures)])
         print("(whole processes include sessiontape's start-up and the reconciling refresh)")
