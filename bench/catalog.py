@@ -30,7 +30,9 @@ Measured, page cache warm:
   ``sessions show NAME --json`` (which brings in line only what
   the name selects), the same search on an empty home (start-up and imports) and
   ``sessiontape --version``; and search and show again with this environment's editable
-  install, for comparison.
+  install, for comparison;
+* last, with the store and the logs deleted (AgentUse's sessions alone, whose session
+  directories are never quiet): a refresh with nothing changed and the search again.
 
 It ends with the targets of the issue (build <= 30 s, search <= 100 ms, usage model
 <= 0.5 s, the last two as whole processes). About 2 minutes for 10 000 sessions on
@@ -214,6 +216,19 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
             new_user_times.append(seconds)
     new_conversation, new_user = median(new_conversation_times), median(new_user_times)
 
+    # Last of all: AgentUse's sessions alone (the store and the logs gone). A session
+    # directory is never quiet (no store shows its turns): every refresh states them all.
+    shutil.rmtree(where.logs_root)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{where.store_file}{suffix}").unlink(missing_ok=True)
+    with Catalog() as catalog:
+        summary = catalog.refresh(where)
+        assert summary.conversations >= sessions and not summary.problems, summary
+        trees_no_change, summary = timed_sync(lambda: catalog.refresh(where), 5)
+        assert summary.reindexed == 0, summary
+    cli_trees_search, out = cli(["search", SEARCHES["phrase"], "--json"])
+    assert orjson.loads(out), "sessiontape search found nothing in the trees alone"
+
     def ms(seconds: float) -> str:
         return f"{seconds * 1e3:.1f} ms"
 
@@ -228,6 +243,8 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
          ms(new_conversation)),
         ("Catalog.refresh(): after a new user's first conversation (median of 3)",
          ms(new_user)),
+        ("Catalog.refresh(): nothing changed, AgentUse's sessions alone (every session "
+         "directory stated; median of 5)", ms(trees_no_change)),
         *((f"Catalog.search({query!r}) {label} (median of 20)", ms(searches[label]))
           for label, query in SEARCHES.items()),
         *((f"Catalog.usage({group!r}) (median of 10)", ms(usages[group]))
@@ -240,6 +257,7 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
         ("sessiontape --version", ms(cli_version)),
         ("  the same search, editable dev install", ms(dev_search)),
         ("  the same show, editable dev install", ms(dev_show)),
+        ("  the same search, AgentUse's sessions alone", ms(cli_trees_search)),
     ]
     figures = {"build": build, "search": searches["phrase"], "cli_search": cli_search,
                "usage": usages["model"], "cli_usage": cli_usage, "cli_list": cli_list,

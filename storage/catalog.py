@@ -21,20 +21,21 @@ conversations that changed and dropping those that vanished. What it states:
   AgentUse root that changed hold nothing but its new pairs' logs and trees and sessions
   no pair links (a conversation sessiontape, skilled_crew or AgentUse began), those are
   found the same way;
-* each conversation's head but the quiet ones, and ``head_slice`` quiet ones in turn: its
-  log when it has one (every turn appends to it, whoever writes it), else its session
-  directory (a new exchange or a rewritten ``session.json`` changes it: writers replace
-  files by renaming). A quiet head is a store pair's log found unchanged :data:`HOT_NS`
-  after its last change: every recorded turn gives the pair items, which the store shows
-  (above); what is logged without an item stored is seen within ``conversations /
-  head_slice`` refreshes;
+* the heads of each conversation but the quiet ones, and of ``head_slice`` quiet ones in
+  turn: its log when it has one (every turn appends to it, whoever writes it), and its
+  session directory (a new exchange or a rewritten ``session.json`` changes it: writers
+  replace files by renaming; AgentUse continuing a conversation sessiontape logged writes
+  its tree alone). A quiet conversation is a store pair whose log was found unchanged
+  :data:`HOT_NS` after its last change: every recorded turn gives the pair items, which
+  the store shows (above); what is logged without an item stored, and AgentUse writing its
+  tree, is seen within ``conversations / head_slice`` refreshes;
 * every file and directory of the trees of the live conversations (``running``,
   ``suspended``), of those with a file changed in the last :data:`HOT_NS`, and of the
   ``deep_slice`` least recently checked (as many of these as :data:`DEEP_BUDGET_NS` allows,
-  at least one), as a digest of paths, sizes and mtimes. So an edit no head shows (AgentUse
-  continuing a conversation sessiontape logged, a part file edited in place) is seen at
-  once in a recent conversation and within ``conversations`` refreshes (``conversations /
-  deep_slice`` when the trees are in the page cache) in an old one.
+  at least one), as a digest of paths, sizes and mtimes. So an edit no head shows (a part
+  file edited in place) is seen at once in a recent conversation and within
+  ``conversations`` refreshes (``conversations / deep_slice`` when the trees are in the
+  page cache) in an old one.
 
 ``refresh(full=True)`` states every head and every tree now.
 
@@ -120,6 +121,7 @@ CREATE TABLE conversations (
   problems TEXT NOT NULL,        -- its problems (JSON list), to warn without parsing info
   read_from TEXT NOT NULL,       -- the rows': agentuse, log, store
   head_size INTEGER, head_mtime_ns INTEGER,  -- of its head: its log, else its tree
+  dir_mtime_ns INTEGER,          -- of its tree's directory, when it has a log too
   tree_stamp TEXT,               -- digest of every file of its tree ('': look again)
   newest_ns INTEGER NOT NULL,    -- newest mtime of its files, when last looked at
   checked_ns INTEGER NOT NULL,   -- when its whole tree was last stated
@@ -151,7 +153,8 @@ CREATE INDEX conversations_checked ON conversations (checked_ns);
 CREATE INDEX conversations_newest ON conversations (newest_ns);
 CREATE INDEX conversations_status ON conversations (status);
 CREATE INDEX conversations_heads  -- covers the heads' reads: those not quiet, a slice
-  ON conversations (quiet, id, log_path, agentuse_dir, head_size, head_mtime_ns);
+  ON conversations (quiet, id, log_path, agentuse_dir, head_size, head_mtime_ns,
+                    dir_mtime_ns);
 CREATE INDEX conversations_name ON conversations (name);
 CREATE INDEX conversations_found  -- covers a listing's reads of every conversation
   ON conversations (key, fingerprint, log_owned, log_path);
@@ -166,8 +169,8 @@ CREATE INDEX model_calls_at ON model_calls (at_ms);
 """
 _COLUMNS = ("key", "user", "name", "agentuse_dir", "agentuse_name", "log_path", "status",
             "last_ms", "found", "fingerprint", "log_owned", "info", "problems", "read_from",
-            "head_size",
-            "head_mtime_ns", "tree_stamp", "newest_ns", "checked_ns", "quiet")
+            "head_size", "head_mtime_ns", "dir_mtime_ns", "tree_stamp", "newest_ns",
+            "checked_ns", "quiet")
 _UPSERT = (f"INSERT INTO conversations ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (key) DO UPDATE SET "
            f"{', '.join(f'{c} = excluded.{c}' for c in _COLUMNS[1:])} RETURNING id")
@@ -309,8 +312,14 @@ def _recorded(paths: Sequence[str], started_ns: int) -> list[tuple[bytes, int, i
     return rows
 
 
-def _changed(rows: Sequence[tuple[bytes, int, int]]) -> bool:
-    return any(_stat(path) != (size, mtime) for path, size, mtime in rows)
+def _same(path: bytes, size: int | None, mtime: int) -> bool:
+    """Whether ``path`` has the size (None: whatever it is) and mtime recorded (a racy
+    record never has: its size, or its mtime, is ``_UNKNOWN``)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return mtime == _MISSING
+    return st.st_mtime_ns == mtime and (size is None or st.st_size == size)
 
 
 def _tree_stamp(directory: str, started_ns: int) -> tuple[str | None, int]:
@@ -636,27 +645,24 @@ class Catalog:
     def _heads_changed(self, conn: sqlite3.Connection, started: int, every: bool,
                        among: str, params: tuple[Any, ...]) -> set[int]:
         """The conversations whose heads changed: the heads not quiet and
-        :attr:`head_slice` quiet ones are stated (``every``: all). A store pair's log found
-        unchanged HOT_NS after its last change becomes quiet: the store shows its turns."""
-        heads = "SELECT id, log_path, agentuse_dir, head_size, head_mtime_ns, quiet FROM " \
-            "conversations WHERE (log_path IS NOT NULL OR agentuse_dir IS NOT NULL)"
+        :attr:`head_slice` quiet ones are stated (``every``: all), and the directory of a
+        tree linked to a log with its log (AgentUse continuing the conversation changes
+        it). A store pair's log found unchanged HOT_NS after its last change becomes quiet:
+        the store shows its turns."""
+        heads = "SELECT id, log_path, agentuse_dir, head_size, head_mtime_ns, dir_mtime_ns, " \
+            "quiet FROM conversations WHERE (log_path IS NOT NULL OR agentuse_dir IS NOT NULL)"
         if every:
             rows = conn.execute(f"{heads}{among}", params).fetchall()
         else:
             rows = conn.execute(f"{heads} AND quiet = 0").fetchall() + self._quiet_slice(
                 conn, heads)
         due, quieted = set(), []
-        for conversation, log, directory, size, mtime, quiet in rows:
-            try:  # _stat's work inline: this loop may run over every conversation
-                st = os.stat(log or directory, follow_symlinks=False)
-                if st.st_mtime_ns == mtime and st.st_size == size:
-                    if not quiet and log is not None and mtime < started - HOT_NS:
-                        quieted.append((conversation,))
-                    continue
-            except OSError:
-                if mtime == _MISSING:
-                    continue
-            due.add(conversation)
+        for conversation, log, directory, size, mtime, dir_mtime, quiet in rows:
+            if not _same(log or directory, size, mtime) or (
+                    dir_mtime is not None and not _same(directory, None, dir_mtime)):
+                due.add(conversation)
+            elif not quiet and log is not None and mtime < started - HOT_NS:
+                quieted.append((conversation,))
         conn.executemany("UPDATE conversations SET quiet = 1 WHERE id = ? AND key IN "
                          "(SELECT key FROM store_pairs)", quieted)
         return due
@@ -889,6 +895,10 @@ class Catalog:
         head = log or directory
         ((_, head_size, head_mtime),) = _recorded([head] if head else [], started) or \
             [(b"", _MISSING, _MISSING)]
+        dir_mtime = None
+        if log and directory:  # a tree linked to a log: its directory is a second head
+            ((_, dir_size, dir_mtime),) = _recorded([directory], started)
+            dir_mtime = _UNKNOWN if dir_size == _UNKNOWN else dir_mtime
         stamp, newest = _tree_stamp(directory, started) if directory else (None, 0)
         reading = read(item, store_file)
         info = reading.info
@@ -901,8 +911,8 @@ class Catalog:
             _path(log) if log else None, _sql(info.status),
             info.last_ms, item.json(), item.fingerprint(), item.log_owned,
             dumps_compact(info.to_json()).decode(), dumps_compact(info.problems).decode(),
-            reading.read_from, head_size, head_mtime, stamp, max(newest, head_mtime),
-            started, 0)).fetchone()[0]
+            reading.read_from, head_size, head_mtime, dir_mtime, stamp,
+            max(newest, head_mtime), started, 0)).fetchone()[0]
         self._clear(conn, conversation)
         self._insert(conn, conversation, reading.rows)
 

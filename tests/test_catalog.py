@@ -549,6 +549,28 @@ def test_an_old_pairs_log_is_watched_through_the_store() -> None:
         assert [(h.session, h.turn) for h in catalog.search("lime")] == [("old1", 3)]
 
 
+def test_agentuse_writing_an_old_logged_conversations_tree_is_seen_in_turn() -> None:
+    """AgentUse continuing a conversation sessiontape logged writes its tree alone (not the
+    store, not the log), replacing files by renaming: the tree's directory changes. A quiet
+    conversation's directory is stated with its log, in turn: seen within conversations /
+    head_slice refreshes, though no tree is stated (deep_slice 0)."""
+    recs = record_old(3)
+    where = where_of(recs["old0"])
+    tree = recs["old1"].session_dir
+    assert tree is not None
+    with Catalog(deep_slice=0, head_slice=1) as catalog:
+        assert where.refresh(catalog).reindexed == 3
+        assert where.refresh(catalog).reindexed == 0  # quiet
+        session_json = tree / "session.json"
+        info = json.loads(session_json.read_bytes())
+        atomic_write(session_json, json.dumps({**info, "status": "error"}).encode())
+        age(session_json)
+        settle()
+        assert [where.refresh(catalog).reindexed for _ in range(3)].count(1) == 1
+        statuses = {r.session_name: r.status for r in catalog.conversations()}
+        assert statuses == {"old0": "completed", "old1": "error", "old2": "completed"}
+
+
 def test_a_log_written_after_its_items_is_seen_however_late() -> None:
     """A refresh that re-reads a conversation because its store grew may come before the
     rest of that turn reaches its log. The log is stated by every refresh until one finds it
