@@ -345,6 +345,23 @@ def test_readers_create_nothing(world: World) -> None:
     assert world.recorded.dirs[(ANN, "trip")].is_dir()
 
 
+def test_show_asks_git_for_the_project_once(world: World, tmp_path: Path) -> None:
+    """``show`` finds the conversation and reads its transcript in the same project: one
+    ``git rev-parse`` (a process of its own), not one for each."""
+    wrapper, calls = tmp_path / "bin" / "git", tmp_path / "git-calls"
+    wrapper.parent.mkdir()
+    real_git = subprocess.run(["bash", "-c", "command -v git"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\nexec "{real_git}" "$@"\n')
+    wrapper.chmod(0o700)
+    env = {**world.env, "PATH": f"{wrapper.parent}{os.pathsep}{world.env['PATH']}"}
+    (done,) = run_many({"show": command("show", "trip", "--user", ANN, "--json")},
+                       env).values()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["session"]["session_name"] == "trip"
+    assert calls.read_text().splitlines() == ["rev-parse --show-toplevel"]
+
+
 def test_path(world: World) -> None:
     rows = dict(line.split(None, 1) for line in world.ok("path_ann").stdout.splitlines())
     log = world.recorded.logs[(ANN, "trip")]

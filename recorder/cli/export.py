@@ -12,6 +12,7 @@ from sessiontape.storage.ledger import (
     LedgerSummary,
     export_ledger,
 )
+from sessiontape.storage.paths import Locations
 from sessiontape.storage.sessions import (
     SessionInfo,
 )
@@ -37,8 +38,9 @@ def _selected(args: argparse.Namespace) -> list[SessionInfo] | int:
         return [SessionInfo.from_json(each.data())
                 for each in conversations(PROG, args.project, args.user)]
     found: dict[tuple[str | None, str], SessionInfo] = {}
+    where = Locations.resolve(project_root=args.project)
     for name in args.session:
-        info = lookup(PROG, name, args.user, args.project)
+        info = lookup(PROG, name, args.user, where)
         if isinstance(info, int):
             return info
         found.setdefault((info.user_id, info.session_name), info)

@@ -92,10 +92,10 @@ def conversations(prog: str, project: Path | None, user: str | None) -> list[Lis
             for info in list_sessions(user, locations=Locations.resolve(project_root=project))]
 
 
-def lookup(prog: str, query: str, user: str | None, project: Path | None, *,
+def lookup(prog: str, query: str, user: str | None, where: Locations, *,
            by_id: bool = True) -> SessionInfo | int:
-    """The conversation ``query`` names (its name, else a prefix of its AgentUse id), or
-    the exit code after saying why there is none: 1 unknown, 2 ambiguous."""
+    """The conversation ``query`` names (its name, else a prefix of its AgentUse id) in
+    ``where``, or the exit code after saying why there is none: 1 unknown, 2 ambiguous."""
     from sessiontape.storage.sessions import (
         AmbiguousSessionError,
         SessionLookupError,
@@ -106,11 +106,10 @@ def lookup(prog: str, query: str, user: str | None, project: Path | None, *,
         try:
             with Catalog() as catalog:  # brings in line only what the answer depends on
                 return catalog.find(query, user, by_id=by_id, progress=_progress(),
-                                    where=Locations.resolve(project_root=project))
+                                    where=where)
         except CatalogUnavailable as exc:
             eprint(f"{prog}: {exc}")
-        return find_session(query, user, by_id=by_id,
-                            locations=Locations.resolve(project_root=project))
+        return find_session(query, user, by_id=by_id, locations=where)
     except AmbiguousSessionError as exc:
         eprint(f"{prog}: {exc}:")
         for info in exc.candidates:

@@ -45,9 +45,10 @@ def _locations(args: argparse.Namespace) -> Locations:
     return Locations.resolve(project_root=args.project)
 
 
-def _lookup(args: argparse.Namespace, *, by_id: bool = True) -> SessionInfo | int:
+def _lookup(args: argparse.Namespace, where: Locations, *,
+            by_id: bool = True) -> SessionInfo | int:
     """The conversation NAME names, or the exit code after saying why there is none."""
-    return lookup(PROG, args.name, args.user, args.project, by_id=by_id)
+    return lookup(PROG, args.name, args.user, where, by_id=by_id)
 
 
 def _warn(problems: list[str]) -> None:
@@ -95,13 +96,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    found = _lookup(args)
+    where = _locations(args)
+    found = _lookup(args, where)
     if isinstance(found, int):
         return found
     from .show import print_session  # the transcript's readers: loaded for this verb only
 
-    return print_session(found, _locations(args), full=args.full, as_json=args.json,
-                         warn=_warn)
+    return print_session(found, where, full=args.full, as_json=args.json, warn=_warn)
 
 
 # -- clear ------------------------------------------------------------------------------
@@ -116,7 +117,7 @@ def _confirm(question: str) -> bool:
 
 def cmd_clear(args: argparse.Namespace) -> int:
     where = _locations(args)
-    found = _lookup(args, by_id=False)
+    found = _lookup(args, where, by_id=False)
     if isinstance(found, int):
         return found
     info = found
@@ -158,7 +159,7 @@ def cmd_path(args: argparse.Namespace) -> int:
     where = _locations(args)
     info = None
     if args.name is not None:
-        found = _lookup(args)
+        found = _lookup(args, where)
         if isinstance(found, int):
             return found
         info = found
@@ -197,7 +198,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     from sessiontape.storage.fork import ForkError, TurnRangeError, fork_session
 
     where = _locations(args)
-    found = _lookup(args)
+    found = _lookup(args, where)
     if isinstance(found, int):
         return found
     _warn(found.problems)
