@@ -17,10 +17,10 @@ conversations that changed and dropping those that vanished. What it states:
   root. A change there (a conversation added, deleted or moved) lists the conversations
   again, reusing the owner records already read. When only the store changed (every
   recorded turn writes it), only the pairs whose counts in it changed are found again (its
-  marks tell which when it only grew); when it only grew and the user directories and
-  AgentUse root that changed hold nothing but its new pairs' logs and trees and sessions
-  no pair links (a conversation sessiontape, skilled_crew or AgentUse began), those are
-  found the same way;
+  marks tell which when it only grew); when it only grew, no user directory is gone and
+  the user directories (new ones too) and AgentUse root that changed hold nothing but its
+  new pairs' logs and trees and sessions no pair links (a conversation sessiontape,
+  skilled_crew or AgentUse began, a new user's first one), those are found the same way;
 * the heads of each conversation but the quiet ones, and of ``head_slice`` quiet ones in
   turn: its log when it has one (every turn appends to it, whoever writes it), and its
   session directory (a new exchange or a rewritten ``session.json`` changes it: writers
@@ -185,7 +185,10 @@ class _Nearby(NamedTuple):
 
     logs: set[bytes]
     tree: bool
+
+
 _PER_CONVERSATION = ("subagent_sessions", "turns", "texts", "tool_calls", "model_calls")
+
 
 class CatalogUnavailable(RuntimeError):
     """The catalog cannot be used now (locked, read-only, of a newer sessiontape): read
@@ -612,21 +615,25 @@ class Catalog:
                  summary: RefreshSummary) -> tuple[list[Found], list[Any] | None]:
         """The conversations found anew, and the roots to keep (None: none changed). A
         changed root lists them all again, except that a store written for known pairs
-        finds only those again (:meth:`_store_changed`)."""
+        finds only those again, and a store grown with new pairs those too when the user
+        directories (new ones included) and the AgentUse root that changed hold nothing
+        else (:meth:`_store_changed`)."""
         roots = conn.execute("SELECT path, size, mtime_ns FROM roots").fetchall()
-        same_roots = roots and conn.execute(
-            "SELECT value FROM meta WHERE key = 'locations'").fetchone() == (_describe(where),) \
-            and sorted(r[0] for r in roots) == sorted(map(_path, _root_paths(where)))
+        known, now = {r[0] for r in roots}, set(map(_path, _root_paths(where)))
+        same_place = bool(roots) and conn.execute(
+            "SELECT value FROM meta WHERE key = 'locations'").fetchone() == (_describe(where),)
         changed = {path for path, size, mtime in roots if _stat(path) != (size, mtime)}
-        if same_roots and not changed:
+        if same_place and now == known and not changed:
             return [], None
         store = {_path(str(where.store_file)), _path(f"{where.store_file}-wal")}
         tree_root = {_path(str(where.agentuse_root))} if where.agentuse_root else set()
-        user_dirs = {path for path, _, _ in roots} - store - tree_root - {
-            _path(str(where.logs_root))}
-        if same_roots and changed <= store | user_dirs | tree_root:
+        logs_root = _path(str(where.logs_root))
+        user_dirs = known - store - tree_root - {logs_root}
+        begun = now - known  # user directories: the other roots are the same place's
+        explained = store | user_dirs | tree_root | ({logs_root} if begun else set())
+        if same_place and known <= now and changed <= explained:
             found = self._store_changed(conn, where, started, _Nearby(
-                changed & user_dirs, bool(changed & tree_root)))
+                (changed & user_dirs) | begun, bool(changed & tree_root)))
             if found is not None:
                 summary.store_pairs = len(found[0])
                 return found

@@ -885,13 +885,33 @@ def test_a_conversation_begun_is_found_without_listing_everything() -> None:
         assert (summary.listed, summary.reindexed, summary.conversations) == (False, 1, 4)
         listed_as_files_say(catalog, where)
 
+        # a new user's first conversation: a user directory begun in the logs root
+        record((BOB, "bobs", lambda r: squares(r, "bobs q", "bobs a")))
+        settle()
+        summary = catalog.refresh(where)
+        assert (summary.listed, summary.reindexed, summary.conversations) == (False, 1, 5)
+        listed_as_files_say(catalog, where)
+        assert sessions(catalog.search('"bobs a"')) == {"bobs"}
+
+        # ... and skilled_crew's: a log in a new directory, the pair's items stored
+        carol_logs = recs["first"].log_path.parent.with_name("carol_example_com")
+        carol_logs.mkdir(mode=0o700)
+        write_log(carol_logs / "crewcarol.jsonl", "carol q", "carol a")
+        add_item(where.store_file, "carol@example.com", "crewcarol")
+        settle()
+        summary = catalog.refresh(where)
+        assert (summary.listed, summary.reindexed, summary.conversations) == (False, 1, 6)
+        listed_as_files_say(catalog, where)
+        assert sessions(catalog.search('"carol a"')) == {"crewcarol"}
+
 
 def test_what_no_new_pair_explains_lists_everything() -> None:
     """What a conversation the Recorder begins does not explain lists every conversation
     again, so that the catalog stays what list_sessions reads: beside a new conversation, a
-    skilled_crew log with no pair in the store (no owner record), a log deleted, a known
-    log given an owner record, a linked tree renamed; and a new pair of the store whose
-    log was known alone (it takes that conversation over)."""
+    skilled_crew log with no pair in the store (no owner record), in a known user directory
+    or a new one, a log deleted, a known log given an owner record, a linked tree renamed,
+    a user directory deleted; and a new pair of the store whose log was known alone (it
+    takes that conversation over)."""
     recs = record((ANN, "first", lambda r: squares(r, "first q", "first a")))
     where = where_of(recs["first"]).locations
     assert where.agentuse_root is not None
@@ -912,10 +932,18 @@ def test_what_no_new_pair_explains_lists_everything() -> None:
     def tree_renamed() -> None:  # its ULID kept: listing everything links it again
         tree.rename(tree.with_name(f"{tree.name[:26]}-Renamed"))
 
+    def crew_log_of_a_new_user() -> None:
+        (ann_logs.parent / "dave_example_com").mkdir(mode=0o700)
+        write_log(ann_logs.parent / "dave_example_com" / "crew.jsonl", "dave q", "dave a")
+
+    def user_directory_deleted() -> None:
+        shutil.rmtree(ann_logs.parent / "dave_example_com")
+
     with Catalog() as catalog:
         catalog.refresh(where)
         for number, change in enumerate((crew_log, log_deleted, crew_log_adopted,
-                                         tree_renamed)):
+                                         tree_renamed, crew_log_of_a_new_user,
+                                         user_directory_deleted)):
             change()
             record((ANN, f"new{number}", lambda r: squares(r, "new q", "new a")))
             settle()
