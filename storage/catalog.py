@@ -125,8 +125,9 @@ CREATE TABLE conversations (
   tree_stamp TEXT,               -- digest of every file of its tree ('': look again)
   newest_ns INTEGER NOT NULL,    -- newest mtime of its files, when last looked at
   checked_ns INTEGER NOT NULL,   -- when its whole tree was last stated
-  quiet INTEGER NOT NULL);       -- 1: its head is a store pair's log, stated unchanged
-                                 -- HOT_NS after its last change (only a slice is stated)
+  quiet INTEGER NOT NULL);       -- 1: a store pair whose log was stated unchanged HOT_NS
+                                 -- after its last change (its heads: stated in turn); -1:
+                                 -- such a log of no pair (stated always, not judged again)
 CREATE TABLE subagent_sessions (
   conversation INTEGER NOT NULL, session_id TEXT, parent_session_id TEXT, call_id TEXT,
   agent TEXT, turn INTEGER);
@@ -661,17 +662,18 @@ class Catalog:
         if every:
             rows = conn.execute(f"{heads}{among}", params).fetchall()
         else:
-            rows = conn.execute(f"{heads} AND quiet = 0").fetchall() + self._quiet_slice(
+            rows = conn.execute(f"{heads} AND quiet <= 0").fetchall() + self._quiet_slice(
                 conn, heads)
-        due, quieted = set(), []
+        due, settled = set(), []
         for conversation, log, directory, size, mtime, dir_mtime, quiet in rows:
             if not _same(log or directory, size, mtime) or (
                     dir_mtime is not None and not _same(directory, None, dir_mtime)):
                 due.add(conversation)
-            elif not quiet and log is not None and mtime < started - HOT_NS:
-                quieted.append((conversation,))
-        conn.executemany("UPDATE conversations SET quiet = 1 WHERE id = ? AND key IN "
-                         "(SELECT key FROM store_pairs)", quieted)
+            elif quiet == 0 and log is not None and mtime < started - HOT_NS:
+                settled.append((conversation,))
+        # Judged once until read again: quiet when the store shows its turns, else -1.
+        conn.executemany("UPDATE conversations SET quiet = CASE WHEN key IN (SELECT key "
+                         "FROM store_pairs) THEN 1 ELSE -1 END WHERE id = ?", settled)
         return due
 
     def _trees_changed(self, conn: sqlite3.Connection, started: int, every: bool,
