@@ -156,6 +156,9 @@ CREATE INDEX conversations_status ON conversations (status);
 CREATE INDEX conversations_heads  -- covers the heads' reads: those not quiet, a slice
   ON conversations (quiet, id, log_path, agentuse_dir, head_size, head_mtime_ns,
                     dir_mtime_ns);
+CREATE INDEX conversations_logs  -- a log known, the logs of one directory
+  ON conversations (log_path, log_owned);
+CREATE INDEX conversations_trees ON conversations (agentuse_dir);  -- a tree known, all
 CREATE INDEX conversations_name ON conversations (name);
 CREATE INDEX conversations_found  -- covers a listing's reads of every conversation
   ON conversations (key, fingerprint, log_owned, log_path);
@@ -809,23 +812,33 @@ class Catalog:
                 return None  # a log no new pair takes (skilled_crew's logs have no owner)
         besides: list[SessionInfo] = []
         if nearby.tree and where.agentuse_root is not None:
-            from .sessions import tree_only_session, tree_session_dirs
+            from .agentuse_reader import split_session_dir_name
+            from .sessions import tree_only_session
 
+            present: dict[str, os.DirEntry[str]] = {}
+            with suppress(OSError), os.scandir(where.agentuse_root) as listing:
+                present = {entry.name: entry for entry in listing
+                           if entry.is_dir(follow_symlinks=False)}
+            root = _path(str(where.agentuse_root))
+            under = {os.fsdecode(name) for (name,) in conn.execute(  # known trees in it
+                "SELECT substr(agentuse_dir, ?) FROM conversations WHERE agentuse_dir > ? "
+                "AND agentuse_dir < ?", (len(root) + 2, root + b"/", root + b"0"))}
+            if under - present.keys():
+                return None  # a known tree gone or renamed: the listing finds it again
+            # A link may spell the root otherwise (through a symbolic link): known by name
+            # (agentuse_name shows a name that is not UTF-8 otherwise: listed then).
+            named = {name for (name,) in conn.execute(
+                "SELECT agentuse_name FROM conversations WHERE agentuse_name IS NOT NULL")}
             ours = {info.agentuse_dir.name for info in new if info.agentuse_dir is not None}
-            names = {os.path.basename(path): path for _, path in
-                     tree_session_dirs(where.agentuse_root)}
-            root = _path(str(where.agentuse_root)) + b"/"
-            known_dirs = {os.fsdecode(os.path.basename(path)): path.startswith(root)
-                          for (path,) in conn.execute("SELECT agentuse_dir FROM conversations "
-                                                      "WHERE agentuse_dir IS NOT NULL")}
-            # A link may spell the root otherwise (through a symbolic link): by name.
-            if any(under and name not in names for name, under in known_dirs.items()):
-                return None
-            linked = {name[:26] for name in known_dirs}  # ULIDs: a tree merges with its pair
-            for name in names.keys() - known_dirs.keys() - ours:
-                if name[:26] in linked:
-                    return None
-                info = tree_only_session(Path(names[name]))
+            for name in sorted(present.keys() - under - named - ours):
+                split = split_session_dir_name(name)
+                if split is None:
+                    continue  # not a session directory, as sessions list reads the root
+                if conn.execute("SELECT 1 FROM conversations WHERE agentuse_name LIKE ?",
+                                (f"{split[0]}%",)).fetchone():
+                    return None  # its ULID known: a tree merges with its pair, the listing
+                    # decides
+                info = tree_only_session(Path(present[name].path))
                 if info is not None:
                     besides.append(info)
         return besides

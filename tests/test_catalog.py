@@ -906,6 +906,38 @@ def test_a_conversation_begun_is_found_without_listing_everything() -> None:
         assert sessions(catalog.search('"carol a"')) == {"crewcarol"}
 
 
+def test_a_session_agentuse_begins_is_found_when_links_spell_the_root_otherwise() -> None:
+    """The store's links may lead to the AgentUse root through a symbolic link (the root
+    moved, a link left at its old place): the catalog's trees are then spelled otherwise
+    than the root. A session AgentUse begins there is still found from the root alone,
+    without listing everything, and one whose ULID a known tree has lists everything."""
+    recs = record((ANN, "first", lambda r: squares(r, "first q", "first a")),
+                  (ANN, "second", lambda r: squares(r, "second q", "second a")))
+    where = where_of(recs["first"]).locations
+    assert where.agentuse_root is not None
+    moved = where.agentuse_root.with_name("moved")
+    where.agentuse_root.rename(moved)
+    where.agentuse_root.symlink_to(moved)  # the old place: the links' spelling
+    where = Locations(where.store_file, where.logs_root, moved)
+    tree = recs["first"].session_dir
+    assert tree is not None
+    settle()
+    with Catalog() as catalog:
+        assert catalog.refresh(where).conversations == 2
+        assert {str(i.agentuse_dir.parent) for i in catalog.conversations()
+                if i.agentuse_dir} == {str(tree.parent)}  # not the moved root's spelling
+        shutil.copytree(moved / tree.name, moved / f"{new_ulid()}-Counter")
+        settle()
+        summary = catalog.refresh(where)
+        assert (summary.listed, summary.reindexed, summary.conversations) == (False, 1, 3)
+        listed_as_files_say(catalog, where)
+
+        shutil.copytree(moved / tree.name, moved / f"{tree.name[:26]}-Again")  # its ULID
+        settle()
+        assert catalog.refresh(where).listed
+        listed_as_files_say(catalog, where)
+
+
 def test_what_no_new_pair_explains_lists_everything() -> None:
     """What a conversation the Recorder begins does not explain lists every conversation
     again, so that the catalog stays what list_sessions reads: beside a new conversation, a
