@@ -212,8 +212,9 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "sessions its name selects). 'refresh --full' also states every log and "
                     "every file of every AgentUse tree, to see at once what no recorded turn "
                     "shows (an old session's file edited in place, an old log appended to "
-                    "with no item stored), which otherwise shows within some refreshes "
-                    "(docs/formats.md, 'Catalog').")
+                    "with no item stored, AgentUse continuing an old session sessiontape "
+                    "logged), which otherwise shows within some refreshes (docs/formats.md, "
+                    "'Catalog').")
     catalog.add_argument("action", choices=("refresh", "path"))
     catalog.add_argument("--full", action="store_true",
                          help="state every log and every file of every tree, not only "
