@@ -10,8 +10,8 @@ benchmark follows the summary.
 
 ``--quick`` runs smaller sizes: recording overhead ``--calls 200 --rounds 1``,
 hook time ``--calls 200``, log stream ``--size-mb 20``, sessions listing
-``--sessions 1000``; item store and compaction keep their defaults (they take
-seconds).
+``--sessions 1000``, start-up ``--runs 10``, catalog ``--sessions 2000``; item store and
+compaction keep their defaults (they take seconds).
 
 Exits 1 if a benchmark fails (non-zero exit, or a timeout) or its table cannot
 be parsed.
@@ -222,6 +222,53 @@ def parse_sessions(output: str) -> list[tuple[str, str, str, str, str]]:
     return out
 
 
+def parse_startup(output: str) -> list[tuple[str, str, str, str, str]]:
+    def ms(name: str) -> float:
+        for line in output.splitlines():
+            if line[:32].strip() == name:
+                return number(line[32:])
+        raise ValueError(f"no row {name!r}")
+
+    bare, version, help_ = ms("python -c pass"), ms("sessiontape --version"), \
+        ms("sessiontape --help")
+    return [
+        ("sessiontape --version, whole process", f"{version:.1f} ms",
+         f"{bare:.1f} ms python -c pass", f"{version / bare:.1f}x time", "<= 60 ms"),
+        ("sessiontape --help, whole process", f"{help_:.1f} ms",
+         f"{bare:.1f} ms python -c pass", f"{help_ / bare:.1f}x time", "-"),
+    ]
+
+
+def parse_catalog(output: str) -> list[tuple[str, str, str, str, str]]:
+    header = next((line for line in output.splitlines()
+                   if line.startswith("catalog (whole processes")), None)
+    if header is None:
+        raise ValueError("no catalog table")
+    rows = table(output, header.split("  ")[0])
+
+    def value(prefix: str) -> str:
+        return next(r for r in rows if r[0].startswith(prefix))[1]
+
+    start_up = value("sessiontape search ... --json on an empty home")
+    out = [
+        ("full build, in-process", value("Catalog.refresh(): full build"), "-", "-", "<= 30 s"),
+        ("refresh, nothing changed", value("Catalog.refresh(): nothing changed (median"), "-",
+         "-", "-"),
+        ("refresh after a recorded turn", value("Catalog.refresh(): after one recorded turn"),
+         "-", "-", "-"),
+    ]
+    for prefix, label, target in (
+            ("sessiontape search '", "search --json, whole process", "<= 100 ms"),
+            ("sessiontape sessions show NAME", "sessions show --json, whole process",
+             "<= 100 ms"),
+            ("sessiontape usage model", "usage model --json, whole process", "<= 0.5 s"),
+            ("sessiontape sessions list", "sessions list --json, whole process", "<= 0.5 s")):
+        ours = value(prefix)
+        out.append((label, ours, f"{start_up} start-up (empty home)",
+                    f"{number(ours) - number(start_up):+.1f} ms", target))
+    return out
+
+
 @dataclass(frozen=True)
 class Benchmark:
     name: str
@@ -240,6 +287,8 @@ BENCHMARKS = [
     Benchmark("log stream", "log_stream.py", [], ["--size-mb", "20"], parse_log_stream),
     Benchmark("sessions listing", "sessions_listing.py", [], ["--sessions", "1000"],
               parse_sessions),
+    Benchmark("start-up", "startup.py", [], ["--runs", "10"], parse_startup),
+    Benchmark("catalog", "catalog.py", [], ["--sessions", "2000"], parse_catalog),
 ]
 
 
