@@ -93,7 +93,8 @@ GROUPS = ("daily", "monthly", "session", "model", "agent")
 # mtime (coarse file system clocks): it is recorded as unknown, so the next scan re-reads it.
 RACY_NS = 50_000_000
 # A conversation with a file changed this recently has its whole tree stated by each refresh
-# (not only its head): it may be written again where its head does not show it.
+# (not only its head): it may be written again where its head does not show it. A store
+# pair's log found unchanged this long after its last change makes its conversation quiet.
 HOT_NS = 600_000_000_000
 DEEP_SLICE = 32  # trees wholly stated per refresh beyond the live and the hot ones
 # ... but no more than this long on them, beyond the first (old trees may not be in the page
@@ -322,11 +323,8 @@ def _recorded(paths: Sequence[str], started_ns: int) -> list[tuple[bytes, int, i
 def _same(path: bytes, size: int | None, mtime: int) -> bool:
     """Whether ``path`` has the size (None: whatever it is) and mtime recorded (a racy
     record never has: its size, or its mtime, is ``_UNKNOWN``)."""
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except OSError:
-        return mtime == _MISSING
-    return st.st_mtime_ns == mtime and (size is None or st.st_size == size)
+    now_size, now_mtime = _stat(path)
+    return now_mtime == mtime and (size is None or now_size == size)
 
 
 def _tree_stamp(directory: str, started_ns: int) -> tuple[str | None, int]:
