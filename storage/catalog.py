@@ -810,8 +810,7 @@ class Catalog:
                 return None  # a log no new pair takes (skilled_crew's logs have no owner)
         besides: list[SessionInfo] = []
         if nearby.tree and where.agentuse_root is not None:
-            from .agentuse_reader import split_session_dir_name
-            from .sessions import tree_only_session
+            from .sessions import session_dir_id, tree_only_session
 
             present: dict[str, os.DirEntry[str]] = {}
             with suppress(OSError), os.scandir(where.agentuse_root) as listing:
@@ -829,11 +828,11 @@ class Catalog:
                 "SELECT agentuse_name FROM conversations WHERE agentuse_name IS NOT NULL")}
             ours = {info.agentuse_dir.name for info in new if info.agentuse_dir is not None}
             for name in sorted(present.keys() - under - named - ours):
-                split = split_session_dir_name(name)
-                if split is None:
+                session_id = session_dir_id(present[name])
+                if session_id is None:
                     continue  # not a session directory, as sessions list reads the root
                 if conn.execute("SELECT 1 FROM conversations WHERE agentuse_name LIKE ?",
-                                (f"{split[0]}%",)).fetchone():
+                                (f"{session_id}%",)).fetchone():
                     return None  # its ULID known: a tree merges with its pair, the listing
                     # decides
                 info = tree_only_session(Path(present[name].path))

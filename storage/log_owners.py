@@ -82,8 +82,7 @@ def owned_log_path(user_id: str, session_name: str, logs_root: Path) -> Path | N
     for it), or None; every candidate is looked at (the file before it may be gone)."""
     record = {"user_id": user_id, "session_name": session_name}
     return next((path for path in candidates(user_id, session_name, logs_root)
-                 if owner_record_path(path).exists() and owned_by(path, record)
-                 and path.exists()), None)
+                 if owned_by(path, record) and path.exists()), None)
 
 
 def log_owner(log_path: Path) -> dict[str, Any] | None:

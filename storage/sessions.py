@@ -564,18 +564,25 @@ def _listed_logs(logs_root: Path, known: dict[str, tuple[str, str]]) -> list[_Lo
     return found
 
 
-def tree_session_dirs(root: Path) -> Iterable[tuple[str, str]]:
-    """``(ULID, path)`` of every top-level session directory under ``root``, in name order:
-    ``<ULID>-<agent>`` directories (not links; whether they hold a ``session.json`` is for
-    the caller to check)."""
+def session_dir_id(entry: os.DirEntry[str]) -> str | None:
+    """The ULID of an entry of an AgentUse root that is a session directory (a
+    ``<ULID>-<agent>`` directory, not a link; whether it holds a ``session.json`` is for
+    the caller to check), else None."""
+    split = split_session_dir_name(entry.name)
+    return split[0] if split is not None and entry.is_dir(follow_symlinks=False) else None
+
+
+def _tree_sessions(root: Path) -> Iterable[tuple[str, str]]:
+    """``(ULID, path)`` of every top-level session directory under ``root``, in name order
+    (:func:`session_dir_id`)."""
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError:  # no tree for this project (yet), or not readable
         return
     for entry in entries:
-        split = split_session_dir_name(entry.name)
-        if split is not None and entry.is_dir(follow_symlinks=False):
-            yield split[0], entry.path
+        session_id = session_dir_id(entry)
+        if session_id is not None:
+            yield session_id, entry.path
 
 
 def _fill_from_log(info: SessionInfo) -> None:
@@ -721,7 +728,7 @@ def _tree_only(known: list[SessionInfo], root: Path) -> list[SessionInfo]:
     pair (matched by ULID; a link whose directory is gone gets the one found here)."""
     linked = {info.agentuse_id: info for info in known if info.agentuse_id}
     found = []
-    for session_id, path in tree_session_dirs(root):
+    for session_id, path in _tree_sessions(root):
         info = linked.get(session_id)
         if info is not None:
             if info.agentuse_dir is not None and str(info.agentuse_dir) != path \
