@@ -31,6 +31,7 @@ from .paths import SkilletPaths
 
 __all__ = ["ReplayLog", "log_path_for"]
 
+
 def _claim(log_path: Path, record: dict[str, str]) -> bool:
     """Whether ``log_path`` belongs to ``record`` (claiming it if nobody owns it)."""
     owner = owner_record_path(log_path)
