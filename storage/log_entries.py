@@ -51,8 +51,8 @@ STEP_TYPES = frozenset(("agent_start", "agent_end", "agent_tool_start", "agent_t
 def user_message(user_input: str | list[Any], timestamp: str | None = None,
                  **where: Any) -> dict[str, Any]:
     """``{"kind":"user_message","userInput":...,"timestamp":...}``, then ``where``: the keys
-    sessiontape adds (``format``, ``cwd``, ``projectRoot``, ``sessionId``, ``sessionDir``),
-    which skilled_crew's readers ignore."""
+    sessiontape adds (``format``, ``userId``, ``sessionName``, ``cwd``, ``projectRoot``,
+    ``sessionId``, ``sessionDir``), which skilled_crew's readers ignore."""
     return {"kind": "user_message", "userInput": user_input, "timestamp": timestamp or iso_ms(),
             **where}
 

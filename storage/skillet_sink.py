@@ -63,9 +63,12 @@ class SkilletLogSink:
 
     def __init__(self, log: ReplayLog, where: dict[str, Any] | None = None) -> None:
         self.log = log
-        # Keys on each turn's user_message: the format, where the run happened (cwd,
-        # projectRoot) and the AgentUse session it is also recorded in (sessionId, sessionDir).
-        self.where = {"format": entry.FORMAT, **(where or {})}
+        # Keys on each turn's user_message: the format, the conversation by its raw names
+        # (userId, sessionName: the log's file name has them sanitized), where the run
+        # happened (cwd, projectRoot) and the AgentUse session it is also recorded in
+        # (sessionId, sessionDir).
+        self.where = {"format": entry.FORMAT, "userId": log.user_id,
+                      "sessionName": log.session_name, **(where or {})}
         self._roots: set[str] = set()
         self._lines: list[dict[str, Any]] = []  # this batch's lines, until flush()
         self._failures: dict[tuple[str, str], str] = {}  # failed calls whose end is to come

@@ -166,6 +166,27 @@ def test_each_artefact_declares_its_format_and_names_the_others() -> None:
                             ).fetchall() == [("sessiontape-store/1",)]
 
 
+def test_every_turn_of_the_log_names_its_conversation_with_the_raw_names() -> None:
+    """Session-Bench P3 (issue 23, item 13): the log names its conversation. skilled_crew
+    writes the log under its names sanitized (session_log_types.ts
+    ``SessionLogTypes.sanitizeForPath``: runs outside ``[a-zA-Z0-9_-]`` become ``_``), so
+    the file name loses them; each turn's ``user_message`` carries them raw, as it carries
+    ``cwd``. Redaction (on here) leaves them as they are."""
+    user, name = "John.Doe+x@example.com", "Trip: Porto & Lisbon"
+    rec = Recorder(user, name, redact=True)
+    agent = Agent(name="A", tools=[weather], model=model(
+        tools_step(call("weather", {"city": "Porto"})), final("sunny"), final("still sunny")))
+    asyncio.run(run_way("rec.run", rec, agent, "weather?"))
+    asyncio.run(run_way("rec.run_streamed", rec, agent, "and tomorrow?"))
+    assert rec.log_path.parent.name == "John_Doe_x_example_com"
+    assert rec.log_path.name == "Trip_Porto_Lisbon.jsonl"
+    messages = [line for line in log_lines(rec) if line["kind"] == "user_message"]
+    assert [m["userInput"] for m in messages] == ["weather?", "and tomorrow?"]
+    assert [(m["userId"], m["sessionName"]) for m in messages] == [(user, name)] * 2
+    # after the format, before where the run happened
+    assert list(messages[0])[3:7] == ["format", "userId", "sessionName", "cwd"]
+
+
 def test_a_naive_reader_finds_every_message_once_in_each_artefact() -> None:
     """The log read as one JSON object per line, the tree as one per file: the user's
     prompts and the answers are each there exactly once."""
