@@ -1,8 +1,18 @@
-"""ULIDs that are strictly increasing within a process.
+"""ULIDs that strictly increase within a process and differ within 12 characters.
 
 AgentUse's ULIDs are random within a millisecond, so two made in the same
-millisecond may sort either way. Ours increment the random part instead
-(the "monotonic" ULID variant), so sorting by ID is the true creation order.
+millisecond may sort either way. Ours step the random part instead (a
+variant of the "monotonic" ULID), so sorting by ID is the true creation order.
+
+AgentUse shows and finds a session by the first 12 characters of its id: the
+ID column of ``sessions list`` and the subagents of ``sessions show`` print
+``id.substring(0, 12)``, and ``sessions show <id>`` takes a prefix, answering
+"Multiple sessions match" when two ids start with it (src/cli/sessions.ts:733,
+844 and 1141-1156). Characters 1-10 are the millisecond, 11-12 the random part's
+top 10 bits: so within a millisecond it is those bits that step, by one (the
+other 70 are new random bits each time), and when they run out the next id
+moves on to the next millisecond. Every two ids of a process differ within
+their first 12 characters.
 """
 
 from __future__ import annotations
@@ -18,7 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["is_ulid", "new_ulid", "ulid_ms"]
 
-_RANDOM_BITS = 80
+_STEP_BITS = 10  # the random part's top bits: the ULID's characters 11 and 12
+_LOW_BITS = 70  # the rest of the 80 random bits, new for every id
 _CROCKFORD = frozenset("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
 
 
@@ -26,7 +37,7 @@ class _MonotonicULIDs:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last_ms = -1
-        self._last_random = 0
+        self._last_step = 0
 
     def reset(self) -> None:
         """Forget the last ID (a forked child must not continue its parent's sequence)."""
@@ -38,13 +49,14 @@ class _MonotonicULIDs:
             now = time.time_ns() // 1_000_000
             if now > self._last_ms:
                 self._last_ms = now
-                self._last_random = secrets.randbits(_RANDOM_BITS - 1)  # room to increment
+                self._last_step = secrets.randbits(_STEP_BITS - 1)  # room for 512 steps
             else:
-                self._last_random += 1
-                if self._last_random >> _RANDOM_BITS:  # the random part overflowed
+                self._last_step += 1
+                if self._last_step >> _STEP_BITS:  # 1024 ids in this millisecond
                     self._last_ms += 1
-                    self._last_random = secrets.randbits(_RANDOM_BITS - 1)
-            raw = self._last_ms.to_bytes(6, "big") + self._last_random.to_bytes(10, "big")
+                    self._last_step = secrets.randbits(_STEP_BITS - 1)
+            random = self._last_step << _LOW_BITS | secrets.randbits(_LOW_BITS)
+            raw = self._last_ms.to_bytes(6, "big") + random.to_bytes(10, "big")
         from ulid import ULID  # imported on first use: 20 ms a reader should not pay
 
         return str(ULID.from_bytes(raw))
@@ -55,7 +67,8 @@ os.register_at_fork(after_in_child=_ULIDS.reset)
 
 
 def new_ulid() -> str:
-    """A new 26-char ULID, greater than every ULID this process made before."""
+    """A new 26-char ULID, greater than every ULID this process made before and
+    differing from each of them within its first 12 characters."""
     return _ULIDS.new()
 
 

@@ -6,6 +6,7 @@ import itertools
 import multiprocessing
 import os
 import re
+import time
 import unicodedata
 from pathlib import Path
 
@@ -128,13 +129,30 @@ def test_default_session_name_shape() -> None:
     assert name != default_session_name()
 
 
-def test_ulids_strictly_increase_within_a_millisecond_burst() -> None:
-    ids = [new_ulid() for _ in range(20_000)]
+def test_ulids_strictly_increase_and_differ_within_12_characters_in_a_burst() -> None:
+    """AgentUse shows and finds a session by its id's first 12 characters
+    (src/cli/sessions.ts:733, 844, 1141-1156): ids made in the same millisecond must
+    differ there, and still sort in the order they were made."""
+    ids = [new_ulid() for _ in range(10_000)]
     assert all(is_ulid(i) for i in ids)
-    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert all(a < b for a, b in itertools.pairwise(ids))
+    assert len({i[:12] for i in ids}) == len(ids)
     assert ulid_ms(ids[0]) <= ulid_ms(ids[-1])
     same_ms = sum(ulid_ms(a) == ulid_ms(b) for a, b in itertools.pairwise(ids))
     assert same_ms > 100  # bursts happened
+
+
+def test_ids_beyond_what_a_millisecond_holds_move_on_to_the_next(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clock that stands still: 10 bits give at most 1024 ids a millisecond, then the ids
+    go on in the next millisecond, in order and distinct within 12 characters."""
+    still = time.time_ns()
+    monkeypatch.setattr(time, "time_ns", lambda: still)
+    made = [new_ulid() for _ in range(3000)]
+    assert all(a < b for a, b in itertools.pairwise(made))
+    assert len({i[:12] for i in made}) == len(made)
+    spans = [ulid_ms(i) - still // 1_000_000 for i in made]  # each millisecond: 513 to 1024
+    assert spans[0] == 0 and spans == sorted(spans) and 2 <= spans[-1] <= 5
 
 
 def _child_ids(queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
