@@ -19,7 +19,7 @@ from .events import Tokens
 from .file_writes import FileWorker, write_here
 from .files import atomic_write, make_private_dir
 from .ids import new_ulid
-from .json_style import dumps_pretty
+from .json_style import dumps_compact, dumps_pretty
 from .names import not_a_link, safe_join, sanitize_agent_name
 from .times import now_ms
 from .version import __version__
@@ -40,6 +40,7 @@ WRITER_VERSION = f"sessiontape/{__version__}"
 # own sessions have no such key; docs/formats.md, "Format versions").
 FORMAT = "sessiontape-agentuse/1"
 MAX_DETAIL = 4000  # characters of an error's ``detail`` kept (AgentUse's cap)
+Encoder = Callable[[Any], bytes]  # a document as a file's bytes
 
 
 def drop_none(**fields: Any) -> dict[str, Any]:
@@ -62,19 +63,22 @@ class DocumentWrites:
     def __init__(self, deferred: bool = False, worker: FileWorker | None = None) -> None:
         self.deferred = deferred
         self.worker = worker
-        self._pending: dict[Path, Callable[[], dict[str, Any]]] = {}
+        self._pending: dict[Path, tuple[Callable[[], dict[str, Any]], Encoder]] = {}
 
-    def put(self, path: Path, document: Callable[[], dict[str, Any]]) -> None:
-        """Write ``document()`` to ``path`` now, or at the next :meth:`flush`."""
+    def put(self, path: Path, document: Callable[[], dict[str, Any]],
+            encode: Encoder = dumps_pretty) -> None:
+        """Write ``encode(document())`` to ``path`` now, or at the next :meth:`flush`
+        (default: two-space indented, as AgentUse writes its files)."""
         if self.deferred:
-            self._pending[path] = document  # an existing key keeps its place in the order
+            # an existing key keeps its place in the order
+            self._pending[path] = (document, encode)
         else:
-            atomic_write(path, dumps_pretty(document()))
+            atomic_write(path, encode(document()))
 
     def flush(self) -> None:
         """Write every pending file; a failure skips that file only, then is raised."""
         pending, self._pending = self._pending, {}
-        files = [(path, dumps_pretty(document())) for path, document in pending.items()]
+        files = [(path, encode(document())) for path, (document, encode) in pending.items()]
         if self.worker is not None:
             self.worker.write(files)
         else:
@@ -313,8 +317,11 @@ class AgentUseSession:
         return cls(not_a_link(directory), read_json_object(directory / "session.json"), writes)
 
     def write_tools(self, tools: list[dict[str, Any]]) -> None:
-        """Write ``tools.json``: ``{"tools": [{name, [description], [inputSchema]}]}``."""
-        self.writes.put(self.directory / "tools.json", lambda: {"tools": tools})
+        """Write ``tools.json``: ``{"tools": [{name, [description], [inputSchema]}]}``, compact.
+
+        AgentUse reads it only with ``JSON.parse`` (``readToolsSnapshot``, on a resume), so
+        whitespace means nothing to it, and indenting the schemas cost 60% of the file."""
+        self.writes.put(self.directory / "tools.json", lambda: {"tools": tools}, dumps_compact)
 
     def set_status(self, status: str, *, error: dict[str, Any] | None = None,
                    at: int | None = None) -> None:
