@@ -21,9 +21,10 @@ history or the new one, and archive + live rows are every item ever added.
 ``session_items`` keeps its exact schema. The JSONL log is never rewritten.
 
 Rows are read as the Python SDK's items (protocol rows converted, see
-storage/items.py) and the summary is written as a protocol item; the archived and
-kept rows are moved or left byte for byte. A row that is not an item (not JSON, not
-an object) is never part of a compaction: it stays where it is.
+storage/items.py) and the summary is written as a protocol item, its text once
+(:func:`~sessiontape.storage.items.text_once`); the archived and kept rows are moved
+or left byte for byte. A row that is not an item (not JSON, not an object) is never
+part of a compaction: it stays where it is.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from agents.memory.session import OpenAIResponsesCompactionArgs
 from .db import PAIR, connect, connect_readonly, immediate, tables
 from .ids import new_ulid
 from .item_store import ROWS_SQL, ItemStoreSession, decode_rows, item_json
-from .items import call_id_of, to_protocol_items
+from .items import call_id_of, text_once, to_protocol_items
 from .summarizers import DeterministicSummarizer, Summarizer, is_summary
 from .tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
 
@@ -333,7 +334,7 @@ class CompactingSession(SessionABC):
                 await asyncio.to_thread(_ensure_schema, path)
                 self._schema_ready = True
             done = await asyncio.to_thread(_apply, path, info, [rows[i][0] for i in plan.older],
-                                           [item_json(row) for row in
+                                           [item_json(text_once(row)) for row in
                                             to_protocol_items(replacement)],
                                            [row_id for row_id, _ in rows])
         if not done:

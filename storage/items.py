@@ -53,7 +53,9 @@ __all__ = [
     "item_shape",
     "item_text",
     "output_text",
+    "plain_text",
     "read_item",
+    "text_once",
     "to_protocol",
     "to_protocol_items",
 ]
@@ -62,7 +64,8 @@ __all__ = [
 # that the JS request builder ignores for that item (a "reserved" key there): ``null``
 # says "the Python item had no such key" where the protocol requires one (the protocol
 # item then holds the JS default); a string ``content`` on an assistant message says its
-# content was that plain string (the protocol wants parts); ``status`` on a
+# content was that plain string (the protocol wants parts), and ``true`` says the same of
+# the text of its parts, stored once (:func:`text_once`); ``status`` on a
 # ``function_call_result`` is the status the Python item carried itself.
 
 PROTOCOL_ONLY_TYPES: Final = frozenset((
@@ -484,6 +487,32 @@ def _assistant_to(item: dict[str, Any], content: Any) -> Any:
     return out
 
 
+def plain_text(item: Mapping[str, Any]) -> str | None:
+    """The plain text an assistant message was made of, or None: its string ``content``,
+    or a protocol row's marker: ``providerData.content``, the string itself (as
+    sessiontape 0.1-0.3 stored it), or ``true`` for the text of its ``output_text`` parts."""
+    content = item.get("content")
+    data = item.get("providerData")
+    marker = data.get("content") if isinstance(data, dict) else None
+    if isinstance(marker, str):
+        return marker
+    if marker is True and isinstance(content, list):
+        return "".join(part["text"] for part in content if isinstance(part, dict)
+                       and part.get("type") == "output_text" and isinstance(part.get("text"), str))
+    return content if isinstance(content, str) else None
+
+
+def text_once(row: Any) -> Any:
+    """``row``, a protocol item, with the text of an assistant message made of plain text
+    kept in its part alone (``providerData.content`` becomes ``true``; :func:`from_protocol`
+    gives the string back); any other row as it is."""
+    data = row.get("providerData") if isinstance(row, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("content"), str):
+        return row
+    once = {**row, "providerData": {**data, "content": True}}
+    return once if plain_text(once) == data["content"] else row
+
+
 def _message_from(item: dict[str, Any], own: bool) -> Any:
     role = item.get("role")
     if role not in _ROLES:
@@ -502,11 +531,12 @@ def _message_from(item: dict[str, Any], own: bool) -> Any:
         _parts_from(item, convert, own)
         return item
     item = item if own else dict(item)
+    text = plain_text(item) if role == "assistant" else None
     data = _take(item)
     if role != "assistant":
         item.pop("type", None)  # the JS SDK writes it always; the Python item's is in data
-    elif isinstance(data.get("content"), str):
-        item["content"] = data["content"]
+    elif text is not None:
+        item["content"] = text
     _parts_from(item, convert, own)
     if data:
         _merge(item, data)

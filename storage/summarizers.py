@@ -13,7 +13,8 @@ replace them:
   the user messages plus one encrypted ``compaction`` item.
 
 A summary is one assistant message whose text starts with
-:data:`SUMMARY_HEADER`, which is how it is recognised later.
+:data:`SUMMARY_HEADER`, which is how it is recognised later; compaction stores it
+with its text once (:func:`~sessiontape.storage.items.text_once`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Protocol, cast
 
 from agents.items import TResponseInputItem
 
-from .items import call_id_of, content_text, output_text
+from .items import call_id_of, content_text, output_text, plain_text
 from .items import clip as _clip
 
 __all__ = [
@@ -56,14 +57,12 @@ def summary_message(text: str) -> TResponseInputItem:
 def summary_text(item: Any) -> str | None:
     """The text of a summary item (without the header), or None if it is not one.
 
-    Either shape: the Python SDK's (string content) or the protocol item stored for it
-    (whose ``providerData.content`` keeps that string)."""
+    Either shape: the Python SDK's (string content) or the protocol row stored for it
+    (its text in its part, ``providerData.content`` ``true``; rows of sessiontape 0.1-0.3
+    hold the text there too: :func:`~sessiontape.storage.items.plain_text`)."""
     if isinstance(item, dict) and item.get("role") == "assistant":
-        content = item.get("content")
-        data = item.get("providerData")
-        if isinstance(data, dict) and isinstance(data.get("content"), str):
-            content = data["content"]
-        if isinstance(content, str) and content.startswith(SUMMARY_HEADER):
+        content = plain_text(item)
+        if content is not None and content.startswith(SUMMARY_HEADER):
             return content[len(SUMMARY_HEADER):].strip()
     return None
 

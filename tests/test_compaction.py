@@ -665,6 +665,65 @@ def test_model_summarizer_uses_the_model(db: Path) -> None:
     assert compaction_rows(db)[0]["summarizer"] == "model"
 
 
+# -- the summary row -----------------------------------------------------------------------
+
+
+def test_a_summary_row_holds_its_text_once_and_the_next_run_sees_it(db: Path) -> None:
+    """Issue 23, item 10: a summary row stored its text twice (its part's ``text`` and
+    ``providerData.content``). The JS SDK skilled_crew runs on never reads an assistant
+    message's ``providerData.content`` (a reserved key in ``getMessageItem``,
+    @openai/agents-openai dist/openaiResponsesModel.mjs), and skilled_crew writes no summary
+    of its own (agent_runner_init.ts: ``OpenAIResponsesCompactionSession``), so the text is
+    kept in the part alone and ``providerData.content`` is ``true``."""
+    async def main() -> None:
+        async with opened(db, threshold=4, keep=2) as session:
+            for i in range(3):
+                await session.add_items(turn(i))
+            assert await session.compact() is not None
+            [(row,)] = query(db, "SELECT item_json FROM session_items ORDER BY created_at, id "
+                                 "LIMIT 1")
+            summary = (await session.get_items())[0]
+            text = summary["content"]
+            assert text.startswith(SUMMARY_HEADER + "\n") and "question 0" in text
+            assert row.count(json.dumps(text)[1:-1]) == 1 and row.count(SUMMARY_HEADER) == 1
+            stored = json.loads(row)
+            assert stored["content"] == [{"type": "output_text", "text": text}]
+            assert stored["providerData"]["content"] is True and is_summary(stored)
+            model = ScriptedModel([ModelStep(output=[assistant_message("ok", item_id="m_1")],
+                                             response_id="resp_1")])
+            agent = Agent(name="Continued", model=model)
+            await Runner.run(agent, "go on", session=session)
+            assert model.calls[0].input[0] == summary_message(text[len(SUMMARY_HEADER):])
+
+    asyncio.run(main())
+
+
+def test_an_old_summary_row_with_its_text_twice_is_still_read(db: Path) -> None:
+    """A summary row as sessiontape 0.1-0.3 wrote it (its text in ``providerData.content``
+    too) reads back as the summary, stays out of the candidates, and is carried into the
+    next summary."""
+    old = {"type": "message", "role": "assistant",
+           "content": [{"type": "output_text", "text": f"{SUMMARY_HEADER}\nold facts"}],
+           "status": "completed", "providerData": {
+               "content": f"{SUMMARY_HEADER}\nold facts", "type": None, "status": None}}
+
+    async def main() -> None:
+        async with opened(db, threshold=4, keep=2) as session:
+            for i in range(3):
+                await session.add_items(turn(i))
+            with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+                conn.execute("INSERT INTO session_items (user_id, session_name, created_at, "
+                             "item_json) VALUES (?, ?, 0, ?)", (USER, NAME, json.dumps(old)))
+            items = await session.get_items()
+            assert items[0] == summary_message("old facts") and is_summary(old)
+            assert await session.candidates() == sum(map(is_candidate, items[1:]))
+            assert await session.compact() is not None
+            text = (await session.get_items())[0]["content"]
+            assert text.count(SUMMARY_HEADER) == 1 and text.endswith("Before that:\nold facts")
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("output", [[], [assistant_message("", item_id="m_empty")]],
                          ids=["no-output", "empty-text"])
 def test_model_summarizer_falls_back_when_empty(output: list[Any]) -> None:
