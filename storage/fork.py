@@ -20,7 +20,9 @@ and leaves the original as it is, byte for byte:
   ones, so parts sort as before) and every reference follows (``sessionID``,
   ``messageID``, ``parentSessionID``, a subagent call's ``state.metadata``).
   ``session.json`` names the new conversation and adds ``forkedFrom: {sessionId,
-  messageId}`` (the original session and its exchange N).
+  messageId}`` (the original session and its exchange N). The fork's sessions are
+  created (``time.created`` and ``updated``) when it is made, the time of their new ids;
+  the exchanges keep their times.
 
 The layouts that exist are forked and must agree on the number of turns. Nothing is
 written when the new name is taken (store rows, archive, compaction records, a link or a
@@ -50,7 +52,7 @@ from .agentuse_reader import (
 from .agentuse_writer import drop_none
 from .db import PAIR, connect, connect_readonly, immediate, tables
 from .files import atomic_write, make_private_dir, prepare_private_file
-from .ids import new_ulid
+from .ids import new_ulid, ulid_ms
 from .json_style import dumps_pretty, loads
 from .links import SCHEMA as LINKS_SCHEMA
 from .log_owners import find_log_path, owner_record_path
@@ -361,34 +363,39 @@ def _exchange_error(message: LoadedMessage, failure: dict[str, Any]) -> dict[str
 
 
 def _outcome(last: LoadedMessage) -> dict[str, Any] | None:
-    """The ``status``, ``updated`` time and ``error`` of a session whose last exchange is
-    ``last``: completed, or failed; None for an exchange that had not ended."""
+    """The ``status`` and ``error`` of a session whose last exchange is ``last``:
+    completed, or failed; None for an exchange that had not ended."""
     times = last.info.get("time")
-    completed = times.get("completed") if isinstance(times, dict) else None
-    if completed is not None:
-        return {"status": "completed", "updated": completed}
+    if isinstance(times, dict) and times.get("completed") is not None:
+        return {"status": "completed"}
     assistant = last.info.get("assistant")
     failure = assistant.get("error") if isinstance(assistant, dict) else None
     if not isinstance(failure, dict):
         return None
-    error = _exchange_error(last, failure)
-    return {"status": "error", "updated": error["time"], "error": error}
+    return {"status": "error", "error": _exchange_error(last, failure)}
+
+
+def _made_now(info: dict[str, Any], session_id: str) -> dict[str, Any]:
+    """``info`` of a forked session created and updated when its new id was made (AgentUse
+    dates a session when it creates it, src/session/manager.ts:355-368, and lists by that
+    date): a fork is created when it is made, not when the original was."""
+    made = ulid_ms(session_id)
+    times = info.get("time")
+    return {**info, "time": {**(times if isinstance(times, dict) else {}),
+                             "created": made, "updated": made}}
 
 
 def _forked_info(session: LoadedSession, last: LoadedMessage, ids: dict[str, str],
                  conversation: dict[str, Any]) -> dict[str, Any]:
-    """session.json of the fork: the original's, renamed, with the outcome of its last
-    exchange (one that had not ended keeps the original's status, error and recorder),
-    ``conversation`` and ``forkedFrom``."""
-    info = _renamed(session.info, ids)
+    """session.json of the fork: the original's, renamed, created now, with the outcome
+    of its last exchange (one that had not ended keeps the original's status, error and
+    recorder), ``conversation`` and ``forkedFrom``."""
+    info = _made_now(_renamed(session.info, ids), ids[session.directory.name[:26]])
     outcome = _outcome(last)
     if outcome is not None:
         info.pop("recorder", None)
         info.pop("error", None)
         info["status"] = outcome["status"]
-        times = info.get("time")
-        info["time"] = {**(times if isinstance(times, dict) else {}),
-                        "updated": outcome["updated"]}
         if "error" in outcome:
             info["error"] = outcome["error"]
     info["conversation"] = conversation
@@ -417,8 +424,9 @@ def _write_session(session: LoadedSession, info: dict[str, Any], messages: list[
             _write_json(message_dir / "part" / f"{name}.json", _renamed(part, ids))
     for sub in subagents:
         agent = sub.directory.name[27:]
-        _write_session(sub, _renamed(sub.info, ids), sub.messages, sub.subagents,
-                       directory / SUBAGENT_DIR / f"{ids[sub.directory.name[:26]]}-{agent}", ids)
+        sub_id = ids[sub.directory.name[:26]]
+        _write_session(sub, _made_now(_renamed(sub.info, ids), sub_id), sub.messages,
+                       sub.subagents, directory / SUBAGENT_DIR / f"{sub_id}-{agent}", ids)
 
 
 def _write_tree(session: LoadedSession, at_turn: int, conversation: dict[str, Any]) -> Path:

@@ -26,13 +26,14 @@ from typing import Any
 import pytest
 from agents import Agent, function_tool
 from agents.testing import ScriptedModel
-from harness import run_cli, snapshot
+from harness import now_ms, run_cli, snapshot
 from scripted import call, final, model, parts, reasoning, run_agent, steps_of, tools_step, usage
 
 from sessiontape import Recorder
 from sessiontape.storage import fork
 from sessiontape.storage.agentuse_reader import LoadedSession, load_session
 from sessiontape.storage.compaction import archived_items
+from sessiontape.storage.ids import ulid_ms
 from sessiontape.storage.links import find_agentuse_dir
 from sessiontape.storage.log_owners import log_owner
 from sessiontape.storage.log_reader import SessionLogReader
@@ -161,7 +162,9 @@ def same_but_ids(old: LoadedSession, new: LoadedSession) -> None:
         [[without_ids(p) for p in m.parts] for m in old.messages]
     assert new.tools == old.tools
     for old_sub, new_sub in zip(old.subagents, new.subagents, strict=True):
-        assert without_ids(new_sub.info) == without_ids(old_sub.info)
+        # created when the fork was made (test_a_fork_and_its_subagents_are_created_...)
+        assert {**without_ids(new_sub.info), "time": None} == \
+            {**without_ids(old_sub.info), "time": None}
         assert new_sub.info["parentSessionID"] == new.id
         same_but_ids(old_sub, new_sub)
 
@@ -256,8 +259,6 @@ def test_a_fork_holds_turns_1_to_n_in_every_layout_and_the_original_is_untouched
     assert new.info["forkedFrom"] == {"sessionId": old.id,
                                       "messageId": old.messages[1].info["id"]}
     assert "recorder" not in new.info
-    assert new.info["time"] == {"created": old.info["time"]["created"],
-                                "updated": old.messages[1].info["time"]["completed"]}
     # every id is new: the original's appear only in forkedFrom
     old_ids = {m for p in files_under(trip.session_dir) for m in ULID.findall(p.read_bytes())}
     for path in files_under(new_dir):
@@ -314,10 +315,36 @@ def test_a_fork_at_a_failed_turn_ends_with_its_error() -> None:
     info = load_session(Path(result["agentuse_dir"])).info
     # the status and error the original had when that turn failed
     assert (info["status"], info["error"]) == ("error", failed["error"])
-    assert info["time"]["updated"] == failed["time"]["updated"]
     assert load_session(session_dir).info["status"] == "completed"
     assert [json.loads(text)["content"] for _, text in rows("flaky-2")
             if json.loads(text)["role"] == "user"] == ["p0", "p1"]
+
+
+def test_a_fork_and_its_subagents_are_created_when_it_is_made() -> None:
+    """AgentUse dates a session when it creates it (createSession: ``time.created`` and
+    ``updated`` are ``Date.now()``, beside a new ``ulid()``; src/session/manager.ts:355-368)
+    and lists sessions newest first by ``time.created`` (src/cli/sessions.ts:187, 229), a
+    session's subagents by it too (sessions.ts:800): a fork is created when it is made,
+    the time its new ids carry, and its origin is in ``forkedFrom``."""
+    trip = asyncio.run(record("trip", 3))
+    old = load_session(trip.session_dir)
+    before = now_ms()
+    result = forked_json("trip", "--at-turn", "3", "--as", "trip-b")
+    after = now_ms()
+    new = load_session(Path(result["agentuse_dir"]))
+    assert len(new.subagents) == 3
+    for session in [new, *new.subagents]:
+        made = ulid_ms(session.id)
+        assert before <= made <= after
+        assert session.info["time"] == {"created": made, "updated": made}
+    assert new.info["forkedFrom"] == {"sessionId": old.id,
+                                      "messageId": old.messages[2].info["id"]}
+    # listed as AgentUse lists them: the fork first, the newest
+    infos = [json.loads(p.read_bytes()) for p in trip.session_dir.parent.glob("*/session.json")]
+    assert [i["id"] for i in sorted(infos, key=lambda i: -i["time"]["created"])] == \
+        [new.id, old.id]
+    # the exchanges keep their own times: when they happened
+    assert [m.info["time"] for m in new.messages] == [m.info["time"] for m in old.messages]
 
 
 # -- a compacted conversation ----------------------------------------------------------------
