@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from agents import Agent
+from harness import run_cli
 from scripted import call, final, model, read_session, tool_parts, tools_step
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import LoadedSession
+from sessiontape.storage.agentuse_reader import LoadedSession, load_session
 
 HELPERS = 5
 
@@ -44,19 +45,24 @@ def every_id(session: LoadedSession) -> list[str]:
     return ids
 
 
-def test_parallel_subagents_get_ids_that_differ_within_12_characters() -> None:
+def record_parallel(name: str) -> LoadedSession:
+    """A run whose one model response calls ``HELPERS`` subagents (``Agent.as_tool``), run
+    in parallel by the SDK."""
     helpers = [Agent(name=f"Helper {n}", model=model(final(f"helped {n}")))
                for n in range(HELPERS)]
     agent = Agent(name="Main", tools=[h.as_tool(f"ask_{n}", "Ask.") for n, h in enumerate(helpers)],
                   model=model(tools_step(*(call(f"ask_{n}", {"input": f"q{n}"}, f"c{n}")
                                            for n in range(HELPERS))),
                               final("all helped")))
-    rec = Recorder(session_name="parallel")
+    rec = Recorder(session_name=name)
     result: Any = asyncio.run(rec.run(agent, "ask them all"))
     assert result.final_output == "all helped" and rec.errors == 0
-    session = read_session(rec)
-    assert rec.session_dir is not None
-    root = rec.session_dir.parent
+    return read_session(rec)
+
+
+def test_parallel_subagents_get_ids_that_differ_within_12_characters() -> None:
+    session = record_parallel("parallel")
+    root = session.directory.parent
 
     subagents = [sub.id for sub in session.subagents]
     assert len(subagents) == HELPERS
@@ -69,4 +75,22 @@ def test_parallel_subagents_get_ids_that_differ_within_12_characters() -> None:
     for sub in [session.id, *subagents]:
         assert agentuse_matches(root, sub[:12]) == [sub]  # not "Multiple sessions match"
     ids = every_id(session)
+    assert len({i[:12] for i in ids}) == len(ids)
+
+
+def test_a_forks_ids_differ_within_12_characters() -> None:
+    """A fork issues every id of its tree at once (storage/fork.py), in the order of the
+    original's."""
+    original = record_parallel("parallel")
+    done = run_cli("sessions", "fork", "parallel", "--at-turn", "1", "--as", "parallel-b",
+                   "--json")
+    assert done.returncode == 0, done.stderr
+    fork = load_session(Path(json.loads(done.stdout)["agentuse_dir"]))
+    assert [sub.info["agent"]["name"] for sub in fork.subagents] == \
+        [sub.info["agent"]["name"] for sub in original.subagents]
+    root = original.directory.parent
+    for sub in [fork.id, *(sub.id for sub in fork.subagents)]:
+        assert agentuse_matches(root, sub[:12]) == [sub]
+    ids = every_id(fork) + every_id(original)
+    assert len(ids) == 2 * len(every_id(original))
     assert len({i[:12] for i in ids}) == len(ids)
