@@ -1264,6 +1264,15 @@ def content_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+def input_text(user_input: Any, separator: str = " ") -> str:
+    """A run's input (a string, or a list of input items) as text: each item's content,
+    joined with ``separator``."""
+    if isinstance(user_input, list):
+        return separator.join(content_text(item.get("content", "")) if isinstance(item, dict)
+                              else str(item) for item in user_input)
+    return "" if user_input is None else str(user_input)
+
+
 def output_text(output: Any) -> str:
     """A tool output as text: the Python SDK's string (or list of content parts), or the
     JS SDK's ``{"type": "text", "text": ...}`` object; other values as compact JSON."""

@@ -34,11 +34,12 @@ from typing import Any
 from .agentuse_reader import CorruptFileError, LoadedMessage, LoadedSession, load_session
 from .db import META_SCHEMA
 from .file_writes import FILE_MODE
-from .items import content_text
+from .items import input_text
 from .json_style import dumps_compact, loads
 from .liveness import reported_status
 from .log_entries import step_failed, step_of
 from .log_reader import LogEntry, SessionLogReader, Turn, group_turns
+from .timeline import ExchangeKey, TurnKey, align
 from .times import iso_to_ms
 
 __all__ = [
@@ -236,6 +237,7 @@ class _Exchange:
     usage: dict[str, Any] | None = None
     completed: int | None = None
     model_calls: list[ModelCall] = field(default_factory=list)
+    names: str | None = None  # the AgentUse session a log turn names (its ``sessionId``)
     id: str = ""
 
     def add_usage(self, tokens: dict[str, Any], cost: Any) -> None:
@@ -526,14 +528,6 @@ def _turn_entries(entries: list[LogEntry]) -> Iterator[list[LogEntry]]:
         yield chunk
 
 
-def _prompt_content(user_input: Any) -> str:
-    """A log's ``userInput`` (a string, or input items) as text."""
-    if isinstance(user_input, list):
-        return "\n".join(content_text(item.get("content")) if isinstance(item, dict)
-                         else str(item) for item in user_input)
-    return "" if user_input is None else str(user_input)
-
-
 class _LogReader:
     """Reads a replay log into the conversation's :class:`_Session`; each subagent run (the
     steps and model calls with one ``parentCallId``) becomes a subagent session of the
@@ -579,12 +573,13 @@ class _LogReader:
             self.scope.answer(turn.text, exchange.completed)
 
     def _user_message(self, data: dict[str, Any], at: int | None) -> None:
+        self.scope.exchange.names = _str(data.get("sessionId"))
         self.main.created_at = self.main.created_at or at
         self.main.workspace = _str(data.get("projectRoot")) or self.main.workspace
         user_input = data.get("userInput")
         metadata = {"kind": "prompt"} if isinstance(user_input, str) \
             else {"kind": "prompt", "input": user_input}
-        self.scope.add(_Message("user", _prompt_content(user_input), at, metadata))
+        self.scope.add(_Message("user", input_text(user_input, "\n"), at, metadata))
 
     def _scope_of(self, data: dict[str, Any], at: int | None) -> _Scope:
         """The scope of a line: its subagent run's (started at its first line), else the
@@ -681,6 +676,35 @@ class _LogReader:
             run.session.task_status, run.exchange.completed = call.status, at
             if not failed and isinstance(step.get("result"), str):
                 run.answer(step["result"], at)
+
+
+def _prompt_key(exchange: _Exchange) -> tuple[str, int | None]:
+    """An exchange's prompt and when it was given (its first user message)."""
+    prompt = next((m for m in exchange.messages if m.role == "user"), None)
+    return (prompt.content, prompt.timestamp) if prompt is not None else ("", None)
+
+
+def _with_log_turns(tree: _Session, log: _Session) -> _Session:
+    """The tree's session with the turns of its log: the log's turns in order, each the
+    tree's exchange it names when there is one, and the tree's other exchanges placed by
+    time (:mod:`sessiontape.storage.timeline`); the subagent runs of the turns read from
+    the log come along."""
+    pairs = align([TurnKey(e.names, *_prompt_key(e)) for e in log.exchanges],
+                  [ExchangeKey(*_prompt_key(e)) for e in tree.exchanges], tree.preferred)
+    exchanges, from_log = [], set()
+    for t, e in pairs:
+        if e is not None:
+            exchanges.append(tree.exchanges[e])
+        elif t is not None:
+            exchanges.append(log.exchanges[t])
+            from_log |= {id(m) for m in log.exchanges[t].messages}
+    tree.exchanges = exchanges
+    for child in list(log.subagents):
+        if child.spawn is not None and id(child.spawn) in from_log:
+            tree.adopt(child, child.spawn)
+    starts = [at for at in (tree.created_at, log.created_at) if at is not None]
+    tree.created_at = min(starts) if starts else None
+    return tree
 
 
 # What the readers above make, as other modules (catalog.py) name them.
@@ -824,24 +848,33 @@ def read_conversation(conversation: LedgerConversation, problems: list[str],
     LedgerSourceError when there is nothing to read it from. What was read around is
     added to ``problems``. ``tree``: its AgentUse tree, loaded already with its parts."""
     directory, log = conversation.agentuse_dir, conversation.log_path
+    read: _Session | None = None
     if directory is not None and directory.is_dir():
         try:
-            return _TreeReader(tree if tree is not None else load_session(directory),
-                               conversation.origin).read(), "agentuse"
+            read = _TreeReader(tree if tree is not None else load_session(directory),
+                               conversation.origin).read()
         except (CorruptFileError, OSError) as exc:
             if log is None:
                 raise LedgerSourceError(f"{_name(conversation)}: {exc}") from None
             problems.append(f"{_name(conversation)}: {exc}; exported from its log")
     if log is None:
+        if read is not None:
+            return read, "agentuse"
         raise LedgerSourceError(f"{_name(conversation)}: nothing to export: no AgentUse tree "
                                 "and no replay log")
     reader = _LogReader(log, conversation.origin)
     try:
         session = reader.read()
     except OSError as exc:
+        if read is not None:
+            problems.append(f"{_name(conversation)}: {log}: cannot read: "
+                            f"{exc.strerror or exc}; exported from its tree")
+            return read, "agentuse"
         raise LedgerSourceError(f"{_name(conversation)}: {log}: cannot read: "
                                 f"{exc.strerror or exc}") from None
     problems.extend(reader.problems)
+    if read is not None:
+        return _with_log_turns(read, session), "agentuse"
     return session, "log"
 
 

@@ -101,7 +101,9 @@ class Turn:
 
     ``complete`` is False when the log has no ``final_result`` for the turn;
     ``final`` then holds a synthetic one (the turn's text steps joined, or
-    ``[incomplete turn]``).
+    ``[incomplete turn]``). ``session_id`` is the AgentUse session its ``user_message``
+    names (sessiontape's turns; None for skilled_crew's); ``model_calls`` are its
+    ``model_call`` lines (its subagents' too).
     """
 
     user_input: Any
@@ -111,6 +113,8 @@ class Turn:
     complete: bool = False
     started: str = ""
     ended: str = ""
+    session_id: str | None = None
+    model_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -143,7 +147,12 @@ def group_turns(entries: Iterable[LogEntry]) -> list[Turn]:
         if entry.kind == "user_message":
             if current is not None:
                 turns.append(_close(current))
-            current = Turn(entry.data.get("userInput"), started=entry.timestamp)
+            named = entry.data.get("sessionId")
+            current = Turn(entry.data.get("userInput"), started=entry.timestamp,
+                           session_id=named if isinstance(named, str) else None)
+        elif entry.kind == "model_call":
+            if current is not None:
+                current.model_calls.append(entry.data)
         elif entry.kind in ("step", "final_result", "compaction", "suspended"):
             if current is None:  # a log that starts mid-turn
                 current = Turn(None, started=entry.timestamp)

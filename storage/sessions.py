@@ -33,11 +33,15 @@ Listing rules (also in ``sessiontape sessions list --help`` and docs/cli.md):
   compaction records, or a ``session.json`` whose ``version`` is
   ``sessiontape/...``), ``agentuse`` for a tree session without them,
   ``skilled_crew`` for store rows and logs without them;
-* turns come from the log; without a log, from the AgentUse exchanges; without
-  either, from the user messages among the stored items;
-* tokens and cost are summed over the ``message.json`` files of the session
-  **including its subagents** (each subagent's file holds only its own calls,
-  so nothing is counted twice); ``usage_main`` has the main agent's alone.
+* turns come from the log, each with the AgentUse exchange it names, and the
+  exchanges no log turn names (AgentUse continuing the session) are turns of their
+  own (:mod:`sessiontape.storage.timeline`); without a log, the AgentUse exchanges
+  are the turns; without either, the user messages among the stored items;
+* a turn's tokens and cost are its exchange's ``message.json`` totals with those of
+  the subagent sessions it ran (each subagent's file holds only its own calls, so
+  nothing is counted twice), else its log's ``model_call`` lines; a conversation's
+  are its turns' (``usage_main``: the main agent's alone). ``sessions show``, the
+  catalog's search and usage and the exports follow the same rule.
 
 Stored items are read in both shapes they come in: the Python Agents SDK's
 (``call_id``, ``function_call_output``) and the JavaScript SDK's that
@@ -66,7 +70,7 @@ from .agentuse_reader import (
     split_session_dir_name,
 )
 from .db import IN_PAIRS, PAIR, connect, connect_readonly, immediate, tables
-from .items import content_text, output_text
+from .items import content_text, input_text, output_text
 from .json_style import dumps_compact, loads
 from .links import link_rows
 from .liveness import reported_status
@@ -86,6 +90,7 @@ from .tables import (
     StoredSession,
     list_sessions_sql,
 )
+from .timeline import ExchangeKey, TurnKey, align
 from .times import iso_to_ms, ms_to_iso
 
 __all__ = [
@@ -103,6 +108,7 @@ __all__ = [
     "UnknownSessionError",
     "Usage",
     "clear_session",
+    "conversation_turns",
     "fill_session",
     "find_session",
     "gather_sessions",
@@ -138,6 +144,11 @@ def _ms(value: Any) -> int | None:
     return None
 
 
+def _count(value: Any) -> int:
+    """A token count (0 when missing or of the wrong type)."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
 @dataclass
 class Usage:
     """Tokens and cost, as AgentUse's ``message.json`` ``assistant`` block holds them."""
@@ -169,14 +180,24 @@ class Usage:
             return cls()
         tokens = _json_object(assistant.get("tokens"))
         cache = _json_object(tokens.get("cache"))
-
-        def num(value: Any) -> int:
-            return int(value) if isinstance(value, (int, float)) else 0
-
         cost = assistant.get("cost")
-        return cls(num(tokens.get("input")), num(tokens.get("output")),
-                   num(tokens.get("reasoning")), num(cache.get("read")), num(cache.get("write")),
+        return cls(_count(tokens.get("input")), _count(tokens.get("output")),
+                   _count(tokens.get("reasoning")), _count(cache.get("read")),
+                   _count(cache.get("write")),
                    float(cost) if isinstance(cost, (int, float)) else 0.0)
+
+    @classmethod
+    def of_model_calls(cls, calls: Iterable[dict[str, Any]]) -> Usage:
+        """The sum of a log's ``model_call`` lines (``usage`` in the log's names)."""
+        total = cls()
+        for call in calls:
+            tokens = _json_object(call.get("usage"))
+            cost = call.get("cost")
+            total.add(cls(_count(tokens.get("inputTokens")), _count(tokens.get("outputTokens")),
+                          _count(tokens.get("reasoningTokens")),
+                          _count(tokens.get("cachedTokens")), 0,
+                          float(cost) if isinstance(cost, (int, float)) else 0.0))
+        return total
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Usage | None:
@@ -200,14 +221,6 @@ def _session_usage(session: LoadedSession, *, subagents: bool) -> Usage:
         for sub in session.subagents:
             total.add(_session_usage(sub, subagents=True))
     return total
-
-
-def _subagents_by_id(session: LoadedSession) -> dict[str, LoadedSession]:
-    found: dict[str, LoadedSession] = {}
-    for sub in session.subagents:
-        found[sub.id] = sub
-        found.update(_subagents_by_id(sub))
-    return found
 
 
 def _agent_name(session: LoadedSession) -> str | None:
@@ -585,19 +598,25 @@ def _tree_sessions(root: Path) -> Iterable[tuple[str, str]]:
             yield session_id, entry.path
 
 
-def _fill_from_log(info: SessionInfo) -> None:
-    """The turn count, times and problems of ``info``'s log."""
+def _fill_from_log(info: SessionInfo) -> list[Turn]:
+    """The turn count, times and problems of ``info``'s log; its turns."""
     if info.log_path is None:
-        return
+        return []
     reader = SessionLogReader(info.log_path)
     try:
         turns = reader.turns()
     except OSError as exc:
         info.problems.append(f"{info.log_path}: cannot read: {exc.strerror or exc}")
-        return
+        return []
     info.problems.extend(str(p) for p in reader.problems)
     info.turns = len(turns)
-    stamps = _log_span([stamp for t in turns for stamp in (t.started, t.ended) if stamp])
+    _widen_span(info, _log_span([stamp for t in turns for stamp in (t.started, t.ended)
+                                 if stamp]))
+    return turns
+
+
+def _widen_span(info: SessionInfo, stamps: list[int]) -> None:
+    """``info``'s first and last activity, widened to ``stamps`` (Unix ms)."""
     if stamps:
         info.first_ms = min([info.first_ms or stamps[0], *stamps])
         info.last_ms = max([info.last_ms or 0, *stamps])
@@ -639,14 +658,36 @@ def _fill_from_agentuse(info: SessionInfo, *, parts: bool = True,
         info.turns = len(session.messages)
         if info.first_ms is None and info.last_ms is None:
             times = _json_object(session.info.get("time"))
-            stamps = [ms for m in session.messages for key in ("created", "completed")
-                      for ms in (_ms(_json_object(m.info.get("time")).get(key)),)
-                      if ms is not None]
+            stamps = _exchange_span(session)
             stamps += [ms for ms in (_ms(times.get("created")), _ms(times.get("updated")))
                        if ms is not None]
             if stamps:
                 info.first_ms, info.last_ms = min(stamps), max(stamps)
     return session
+
+
+def _exchange_span(session: LoadedSession) -> list[int]:
+    """The creation and completion times of a session's exchanges (Unix ms)."""
+    return [ms for m in session.messages for key in ("created", "completed")
+            for ms in (_ms(_json_object(m.info.get("time")).get(key)),) if ms is not None]
+
+
+def _fill_from_timeline(info: SessionInfo, turns: list[Turn],
+                        session: LoadedSession | None) -> None:
+    """The turns, usage and last activity of a logged conversation: its log's turns and its
+    tree's own exchanges (:func:`conversation_turns`), each turn's usage by the one rule
+    (the module docstring)."""
+    slots = conversation_turns(turns, session)
+    info.turns = len(slots)
+    exchanges = _exchange_usages(session) if session is not None else []
+    total, main = (Usage(), Usage()) if session is not None else (None, None)
+    for turn, index in slots:
+        usage, own = exchanges[index] if index is not None else _log_usage(turn)
+        if usage is not None and own is not None:
+            total, main = (total or Usage()).add(usage), (main or Usage()).add(own)
+    info.usage, info.usage_main = total, main
+    if session is not None:
+        _widen_span(info, _exchange_span(session))
 
 
 def _pair_origin(info: SessionInfo) -> str:
@@ -757,9 +798,11 @@ def fill_session(info: SessionInfo, *, with_usage: bool = True,
     (always for a session that only the tree has; ``tree``: that tree, loaded already).
     ``store_file``: count the stored user messages of a conversation with neither log nor
     tree."""
-    _fill_from_log(info)
+    turns = _fill_from_log(info)
     if with_usage or info.in_tree_only:
-        _fill_from_agentuse(info, parts=False, tree=tree)  # totals are in message.json
+        session = _fill_from_agentuse(info, parts=False, tree=tree)  # totals: message.json
+        if info.log_path is not None:
+            _fill_from_timeline(info, turns, session)
     if store_file is not None and _needs_store_turns(info):
         _count_store_turns(store_file, [info])
     return info
@@ -938,35 +981,35 @@ def _created_ms(message: LoadedMessage) -> float:
     return created if isinstance(created, (int, float)) and not isinstance(created, bool) else 0
 
 
-def _match_messages(turns: list[Turn], messages: list[LoadedMessage]) -> list[LoadedMessage | None]:
-    """The exchange of each turn: by position when the counts agree, else the nearest
-    unused exchange created within a minute of the turn's start."""
-    if len(turns) == len(messages):
-        return list(messages)
-    matched: list[LoadedMessage | None] = []
-    unused = list(messages)
-    for turn in turns:
-        start = iso_to_ms(turn.started) if turn.started else None
-        best = None
-        if start is not None and unused:
-            best = min(unused, key=lambda m: abs(_created_ms(m) - start))
-            if abs(_created_ms(best) - start) > 60_000:
-                best = None
-        if best is not None:
-            unused.remove(best)
-        matched.append(best)
-    return matched
+def _turn_key(turn: Turn) -> TurnKey:
+    return TurnKey(turn.session_id, input_text(turn.user_input, "\n"),
+                   iso_to_ms(turn.started) if turn.started else None)
 
 
-def _exchange_usage(message: LoadedMessage, subagents: dict[str, LoadedSession]) -> Usage:
-    total = Usage().add(Usage.of_message(message))
-    for part in message.parts:
-        state = part.get("state") if part.get("type") == "tool" else None
-        metadata = state.get("metadata") if isinstance(state, dict) else None
-        sub_id = metadata.get("sessionID") if isinstance(metadata, dict) else None
-        if isinstance(sub_id, str) and sub_id in subagents:
-            total.add(_session_usage(subagents[sub_id], subagents=True))
-    return total
+def _exchange_key(message: LoadedMessage) -> ExchangeKey:
+    return ExchangeKey(prompt_text(message),
+                       _ms(_json_object(message.info.get("time")).get("created")))
+
+
+def conversation_turns(turns: list[Turn], session: LoadedSession | None
+                       ) -> list[tuple[Turn | None, int | None]]:
+    """A conversation's turns in order (:func:`sessiontape.storage.timeline.align`): each
+    log turn with the index of the exchange of ``session`` it names, and each exchange no
+    turn names on its own (``(None, index)``)."""
+    if session is None or not session.messages:
+        return [(turn, None) for turn in turns]
+    pairs = align([_turn_key(t) for t in turns], [_exchange_key(m) for m in session.messages],
+                  session.id)
+    return [(None if t is None else turns[t], e) for t, e in pairs]
+
+
+def _log_usage(turn: Turn | None) -> tuple[Usage | None, Usage | None]:
+    """A log turn's usage and its main agent's, from its ``model_call`` lines (None, None
+    when it has none: skilled_crew records no usage)."""
+    if turn is None or not turn.model_calls:
+        return None, None
+    return (Usage.of_model_calls(turn.model_calls),
+            Usage.of_model_calls(c for c in turn.model_calls if not c.get("parentCallId")))
 
 
 # -- turns of an AgentUse tree ----------------------------------------------------------
@@ -1065,25 +1108,48 @@ def _place_subagent(sub: LoadedSession, messages: list[LoadedMessage],
     return index, None
 
 
+def _placed_subagents(session: LoadedSession
+                      ) -> list[list[tuple[LoadedSession, str | None]]]:
+    """The subagent sessions each exchange ran, with the call that ran each
+    (:func:`_place_subagent`)."""
+    placed: list[list[tuple[LoadedSession, str | None]]] = [[] for _ in session.messages]
+    used: set[int] = set()
+    for sub in session.subagents:
+        index, call_id = _place_subagent(sub, session.messages, used)
+        if index is not None:
+            placed[index].append((sub, call_id))
+    return placed
+
+
+def _exchange_usages(session: LoadedSession) -> list[tuple[Usage, Usage]]:
+    """Each exchange's usage with the subagents it ran, and its own."""
+    usages = []
+    for message, subagents in zip(session.messages, _placed_subagents(session), strict=True):
+        own = Usage.of_message(message)
+        total = Usage().add(own)
+        for sub, _ in subagents:
+            total.add(_session_usage(sub, subagents=True))
+        usages.append((total, own))
+    return usages
+
+
 def _tree_turns(session: LoadedSession) -> list[TurnView]:
     """Every exchange of an AgentUse session (read with its parts) as a turn, each with the
     subagent sessions it ran."""
     agent = _agent_name(session)
-    views = [TurnView(_exchange_turn(m, agent), usage_main=Usage.of_message(m),
-                      message_id=str(m.info.get("id")), source="agentuse", parts=m.parts)
-             for m in session.messages]
-    used: set[int] = set()
-    for sub in session.subagents:
-        index, call_id = _place_subagent(sub, session.messages, used)
-        if index is None:
-            continue
-        views[index].subagents.append(SubagentView(
+    views = []
+    for message, subagents in zip(session.messages, _placed_subagents(session), strict=True):
+        view = TurnView(_exchange_turn(message, agent), usage_main=Usage.of_message(message),
+                        message_id=str(message.info.get("id")), source="agentuse",
+                        parts=message.parts)
+        view.subagents = [SubagentView(
             sub.id, _agent_name(sub), sub.directory, _status(sub), sub.info.get("error"),
-            call_id, _tree_turns(sub), _session_usage(sub, subagents=True)))
-    for view in views:
+            call_id, _tree_turns(sub), _session_usage(sub, subagents=True))
+            for sub, call_id in subagents]
         view.usage = Usage().add(view.usage_main or Usage())
         for placed in view.subagents:
             view.usage.add(placed.usage)
+        views.append(view)
     return views
 
 
@@ -1109,15 +1175,20 @@ def show_session(info: SessionInfo, *, full: bool = False,
     source: str | None = None
     views: list[TurnView] = []
     if turns:
-        source, views = "log", [TurnView(turn) for turn in turns]
-        if session is not None:
-            subagents = _subagents_by_id(session)
-            for view, message in zip(views, _match_messages(turns, session.messages),
-                                     strict=True):
-                if message is not None:
-                    view.message_id = message.info.get("id")
-                    view.usage_main = Usage.of_message(message)
-                    view.usage = _exchange_usage(message, subagents)
+        source = "log"
+        exchanges = _tree_turns(session) if session is not None else []
+        for turn, index in conversation_turns(turns, session):
+            if turn is None and index is not None:  # an exchange no log turn names
+                views.append(exchanges[index])
+            elif turn is not None:
+                view = TurnView(turn)
+                if index is not None:
+                    found = exchanges[index]
+                    view.message_id, view.usage, view.usage_main = \
+                        found.message_id, found.usage, found.usage_main
+                else:
+                    view.usage, view.usage_main = _log_usage(turn)
+                views.append(view)
     elif session is not None and session.messages:
         source, views = "agentuse", _tree_turns(session)
     elif info.user_id is not None and info.items:

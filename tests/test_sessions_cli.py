@@ -232,7 +232,10 @@ def test_list_json_joins_store_logs_and_agentuse(world: World) -> None:
     # the stray log: listed from the log alone
     notes = by_pair[("carol", "notes")]
     assert notes["sources"] == ["log"] and notes["turns"] == 2 and notes["items"] == 0
-    assert notes["tokens"] is None and notes["agentuse_dir"] is None
+    assert notes["agentuse_dir"] is None
+    # A copy of ann/trip's log: with no tree, its turns' usage is its model_call lines'.
+    trip = by_pair[(ANN, "trip")]["usage"]
+    assert {**notes["usage"], "cost": pytest.approx(trip["cost"])} == trip
 
 
 def test_list_filters_by_user(world: World) -> None:

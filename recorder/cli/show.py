@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sessiontape.storage.items import clip, content_text, item_text
+from sessiontape.storage.items import clip, content_text, input_text, item_text
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.paths import Locations
 from sessiontape.storage.sessions import (
@@ -22,7 +22,7 @@ from sessiontape.storage.sessions import (
 )
 
 from .console import EXIT_OK, Style, cost_text, print_json, printable, use_color
-from .transcript import input_text, render_turns
+from .transcript import render_turns
 
 
 def _usage_text(usage: Usage, main: Usage | None) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from sessiontape.storage.items import clip, content_text
+from sessiontape.storage.items import clip, input_text
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.log_entries import step_failed, step_of
 from sessiontape.storage.log_reader import LogEntry, Turn
@@ -19,15 +19,7 @@ from .console import Style, printable
 if TYPE_CHECKING:  # the follow engine is for log stream alone
     from sessiontape.storage.log_follow import LogSource
 
-__all__ = ["EntryFormatter", "describe_step", "input_text", "render_turns"]
-
-
-def input_text(user_input: Any) -> str:
-    """A run's input (a string, or a list of input items) as one line of text."""
-    if isinstance(user_input, list):
-        return " ".join(content_text(item.get("content", "")) if isinstance(item, dict)
-                        else str(item) for item in user_input)
-    return "" if user_input is None else str(user_input)
+__all__ = ["EntryFormatter", "describe_step", "render_turns"]
 
 
 def describe_step(step: dict[str, Any]) -> str | None:
