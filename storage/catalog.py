@@ -65,6 +65,7 @@ import platformdirs
 from .db import connect, tables
 from .json_style import dumps_compact, loads
 from .paths import Locations
+from .search_query import fts5_problem, fts5_query
 
 if TYPE_CHECKING:
     from .catalog_index import Found, Rows
@@ -201,7 +202,7 @@ class CatalogUnavailable(RuntimeError):
 
 
 class SearchSyntaxError(ValueError):
-    """A search query that is not valid FTS5 syntax."""
+    """A raw search query that is not valid FTS5 syntax."""
 
 
 @dataclass(frozen=True)
@@ -965,12 +966,18 @@ class Catalog:
 
     def search(self, query: str, *, user: str | None = None, agent: str | None = None,
                tool: str | None = None, kind: str | None = None,
-               since: int | datetime | None = None, limit: int = 50) -> list[SearchHit]:
-        """The texts matching ``query`` (FTS5 syntax: words, ``"phrases"``, ``prefix*``,
-        ``AND``/``OR``/``NOT``), best first, filtered by the conversation's user, the
+               since: int | datetime | None = None, limit: int = 50,
+               raw: bool = False) -> list[SearchHit]:
+        """The texts matching ``query``, best first, filtered by the conversation's user, the
         agent, the tool, the kind and the time (``since``: Unix ms or a datetime).
-        Raises :class:`SearchSyntaxError` for a malformed query."""
-        where, params = ["texts_fts MATCH ?"], [query]  # type: list[str], list[Any]
+        ``query`` is the search syntax (:func:`~sessiontape.storage.search_query.fts5_query`:
+        words as written, ``"phrases"``, ``prefix*``, ``OR``/``NOT``/``AND``), which any
+        string is; with ``raw``, FTS5's own, and a malformed one raises
+        :class:`SearchSyntaxError`."""
+        match = _sql(query) if raw else fts5_query(_sql(query))
+        if not match:
+            return []
+        where, params = ["texts_fts MATCH ?"], [match]  # type: list[str], list[Any]
         for column, value in (("c.user", user), ("t.agent", agent), ("t.tool", tool),
                               ("t.kind", kind)):
             if value is not None:
@@ -988,7 +995,8 @@ class Catalog:
                 rows = conn.execute(sql, [SNIPPET_START, SNIPPET_END, *params, limit]).fetchall()
             except sqlite3.OperationalError as exc:
                 if _is_fts_syntax(exc):
-                    raise SearchSyntaxError(f"invalid search query {query!r}: {exc}") from None
+                    raise SearchSyntaxError(f"invalid search query {query!r}: "
+                                            f"{fts5_problem(str(exc))}") from None
                 raise
         return [SearchHit(*row) for row in rows]
 

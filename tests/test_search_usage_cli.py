@@ -106,10 +106,46 @@ def test_search_as_text_marks_matches_on_a_terminal_only(recorded: list[Recorder
         terminal.close()
 
 
-def test_a_malformed_query_is_a_usage_error(recorded: list[Recorder]) -> None:
-    done = run_cli("search", '"unclosed phrase')
-    assert done.returncode == 2 and "invalid search query" in done.stderr
-    assert "Traceback" not in done.stderr
+@pytest.fixture
+def everyday() -> list[Recorder]:
+    return [record("ann", "mail", "Draft the Follow-up e-mail", "Drafted it"),
+            record("ann", "models", "Is gpt-4.1 good at C++?", "It is"),
+            record("bob", "words", "Salt and pepper, near or far", "Seasoned")]
+
+
+def test_search_answers_ordinary_text_as_written(everyday: list[Recorder]) -> None:
+    """Hyphens, dots, ``+`` and lower-case operator words are searched as written."""
+    for query, session, snippet in [
+            ("Follow-up", "mail", "Draft the Follow-up e-mail"),
+            ("e-mail", "mail", "Draft the Follow-up e-mail"),
+            ("gpt-4.1", "models", "Is gpt-4.1 good at C++?"),
+            ("C++", "models", "Is gpt-4.1 good at C++?"),
+            ("and", "words", "Salt and pepper, near or far"),
+            ("near", "words", "Salt and pepper, near or far")]:
+        hits = search(query)
+        assert [(h["session"], h["kind"], h["snippet"]) for h in hits] == [
+            (session, "user", snippet)], query
+    piped = run_cli("search", "C++")
+    assert piped.stdout == "ann/models  turn 1  user: Is gpt-4.1 good at C++?\n"
+
+
+def test_search_operators_as_separate_arguments(recorded: list[Recorder]) -> None:
+    """Words given as separate arguments are one query: ``search Oslo OR Lisbon``."""
+    assert {h["session"] for h in search("Oslo", "OR", "Lisbon")} == {"oslo", "lisbon"}
+    assert {h["session"] for h in search("Plan", "day", "NOT", "Oslo")} == {"porto", "lisbon"}
+    assert {h["session"] for h in search("--raw", "NEAR(rainy Porto, 3)")} == {"porto"}
+    dashed = run_cli("search", "--", "-ferry")  # a word that starts with '-'
+    assert dashed.stdout == "bob/oslo  turn 1  answer: Take the ferry to Bygdøy\n"
+
+
+def test_a_malformed_raw_query_is_one_line_without_sql(recorded: list[Recorder]) -> None:
+    for query, problem in [("Follow-up", "unknown column 'up'"),
+                           ("C++", "unexpected '+'"),
+                           ('"unclosed phrase', "a quote is not closed")]:
+        done = run_cli("search", "--raw", query)
+        assert (done.returncode, done.stdout) == (2, ""), query
+        assert done.stderr == (f"sessiontape search: invalid search query {query!r}: "
+                               f"{problem}\n"), query
 
 
 def test_usage_totals_equal_the_trees_step_finish_sums(recorded: list[Recorder]) -> None:

@@ -80,8 +80,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     """Print the texts of every conversation that match QUERY."""
     try:
         with answering_catalog("sessiontape search", args.project) as catalog:
-            hits = catalog.search(args.query, user=args.user, agent=args.agent, tool=args.tool,
-                                  kind=args.kind, since=args.since, limit=args.limit)
+            hits = catalog.search(" ".join(args.query), user=args.user, agent=args.agent,
+                                  tool=args.tool, kind=args.kind, since=args.since,
+                                  limit=args.limit, raw=args.raw)
     except SearchSyntaxError as exc:
         eprint(f"sessiontape search: {exc}")
         return EXIT_USAGE
@@ -171,10 +172,18 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "search", help=VERBS["search"].help,
         description="Full-text search over the user messages, answers, reasoning, tool "
                     "arguments and tool outputs of every recorded conversation (sessiontape's, "
-                    "AgentUse's and skilled_crew's), best matches first. QUERY is FTS5: words, "
-                    '"a phrase", prefix*, AND, OR, NOT. Answered from the catalog, which is '
-                    "brought up to date first.")
-    search.add_argument("query", metavar="QUERY")
+                    "AgentUse's and skilled_crew's), best matches first. QUERY (its words may "
+                    "be separate arguments; '--' before one that starts with '-') finds the "
+                    "texts holding all its words as written (gpt-4.1, e-mail, C++: punctuation "
+                    'only separates words; case is ignored); "a phrase" keeps words together, '
+                    "prefix* ends a word anywhere; upper-case OR between words gives "
+                    "alternatives (rainy Oslo OR sunny Faro), NOT excludes the word after it, "
+                    "AND is a space. Answered from the catalog, which is brought up to date "
+                    "first.")
+    search.add_argument("query", metavar="QUERY", nargs="+")
+    search.add_argument("--raw", action="store_true",
+                        help="QUERY is SQLite FTS5's own syntax (NEAR, parentheses, ^); a "
+                             "malformed one exits 2")
     search.add_argument("--user", default=None, help="only this user's conversations")
     search.add_argument("--agent", default=None, help="only texts of this agent")
     search.add_argument("--tool", default=None, help="only this tool's arguments and outputs")
