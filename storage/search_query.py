@@ -1,4 +1,4 @@
-"""The search syntax of ``sessiontape search`` (docs/cli.md, "search") as FTS5 queries.
+"""The search syntax of ``sessiontape search`` (docs/cli.md, "Search syntax") as FTS5 queries.
 
 The catalog's texts are indexed by FTS5's ``unicode61`` tokenizer: letters and digits make
 words, everything else separates them. :func:`fts5_query` makes each whitespace-separated
