@@ -86,9 +86,9 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
-KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output")
+KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output", "error")
 GROUPS = ("daily", "monthly", "session", "model", "agent")
 # A file changed less than this before the scan started may change again with the same
 # mtime (coarse file system clocks): it is recorded as unknown, so the next scan re-reads it.

@@ -106,10 +106,15 @@ def _texts(message: Message, agent: str | None, turn: int,
                 yield turn, kind, agent, call.name, message.timestamp, content
         return
     kinds: dict[str, str | None] = {"prompt": "user" if top else None, "text": "answer",
-                                    "reasoning": "reasoning"}
+                                    "reasoning": "reasoning", "error": "error"}
     label = kinds.get(str(message.kind))
-    if label is not None and message.content:
-        yield turn, label, agent, None, message.timestamp, message.content
+    content = message.content
+    if label == "error":  # its code, status and detail are what people search for too
+        content = " ".join(str(part) for part in (
+            content, *(message.metadata.get(key) for key in ("code", "statusCode", "detail")))
+            if part not in (None, ""))
+    if label is not None and content:
+        yield turn, label, agent, None, message.timestamp, content
 
 
 def _exchange_times(exchange: Exchange) -> tuple[int | None, int | None]:
