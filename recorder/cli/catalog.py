@@ -14,6 +14,7 @@ from typing import Any
 
 from sessiontape.storage.catalog import (
     GROUPS,
+    KINDS,
     SNIPPET_END,
     SNIPPET_START,
     Catalog,
@@ -188,8 +189,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     search.add_argument("--agent", default=None, help="only texts of this agent")
     search.add_argument("--tool", default=None, help="only this tool's arguments and outputs")
     search.add_argument("--kind", default=None,
-                        choices=("user", "answer", "reasoning", "tool_args", "tool_output",
-                                 "error"),
+                        choices=KINDS,
                         help="only texts of this kind")
     search.add_argument("--since", type=_when, default=None, metavar="WHEN",
                         help="only texts since WHEN (10m, 2h, 1d, or an ISO time)")
