@@ -162,7 +162,8 @@ def strip_to_skilled_crew(log: Path) -> None:
         entry = json.loads(raw)
         if entry["kind"] == "model_call":
             continue
-        for key in ("format", "cwd", "projectRoot", "sessionId", "sessionDir"):
+        for key in ("format", "userId", "sessionName", "cwd", "projectRoot", "sessionId",
+                    "sessionDir"):
             entry.pop(key, None)
         for key in ("callId", "parentCallId"):
             entry.get("stepResult", {}).pop(key, None)
