@@ -8,7 +8,8 @@ a reader that can take the lock exclusively knows that nobody records there:
 a session still ``running`` on disk then is reported as ``crashed``
 (:func:`reported_status`). ``crashed`` is never written to disk (AgentUse
 lists an unknown status as running); the next run of the conversation closes
-the dead exchange instead (its open parts end as interrupted).
+the dead exchange instead (:func:`close_interrupted`: its open parts end as
+interrupted, in its subagents too).
 
 Sessions without a ``recorder`` key (AgentUse's own, or sessiontape's before
 format 1) keep the status they have: nothing tells a live one from a dead one.
@@ -23,13 +24,19 @@ import errno
 import fcntl
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agentuse_reader import SUBAGENT_DIR, CorruptFileError, read_json_object
 
-__all__ = ["CRASHED", "RecordingLock", "recorder_alive", "reported_status"]
+if TYPE_CHECKING:
+    from .agentuse_writer import AgentUseMessage, AgentUseSession
+
+__all__ = ["CRASHED", "INTERRUPTED", "RecordingLock", "close_interrupted", "recorder_alive",
+           "reported_status"]
 
 CRASHED = "crashed"
+# What a run's open parts say when a later run finds that its recorder is gone.
+INTERRUPTED = "interrupted: the recording process ended before the run did"
 
 
 def _open_directory(directory: Path) -> int:
@@ -134,3 +141,46 @@ def reported_status(info: dict[str, Any], directory: Path) -> str | None:
         if recorder_alive(root, root_info) is False:
             return CRASHED
     return status
+
+
+def _close_exchange(message: AgentUseMessage, at: int) -> None:
+    """An exchange a dead recorder left open ends as interrupted at ``at``: its pending or
+    running tool parts fail, its open text parts end, it gets an error and an ``error``
+    part (``INTERRUPTED``)."""
+    for part in message.open_parts("tool"):
+        state = part.fields.get("state")
+        if isinstance(state, dict) and state.get("status") in ("pending", "running"):
+            start = (state.get("time") or {}).get("start", at)
+            part.update(state={"status": "error", "input": state.get("input"),
+                               "error": INTERRUPTED, "time": {"start": start, "end": at}})
+    for part in message.open_parts("text"):
+        times = part.fields.get("time")
+        if isinstance(times, dict) and "end" not in times:
+            part.update(time={**times, "end": at})
+    message.fail(INTERRUPTED, "Interrupted")
+    message.add_error(INTERRUPTED, code="INTERRUPTED", at=at)
+
+
+def close_interrupted(session: AgentUseSession, at: int) -> None:
+    """Close what a recorder that is gone left open in ``session`` (left ``running``), at
+    ``at``, when a later run found it, at every depth. AgentUse stops a session tree the
+    same way (``stopSessionTree``, src/session/manager.ts:804-858: every session of the
+    tree still running becomes ``error``, and its pending or running tool parts ``error``
+    with the reason and ``time.end``). The session's last exchange, if it had not ended,
+    ends as interrupted (:func:`_close_exchange`), and so does that of each subagent
+    session still ``running``, which becomes ``error`` (code ``INTERRUPTED``), its own
+    subagents first. The files go through ``session.writes``."""
+    from .agentuse_writer import AgentUseMessage, AgentUseSession  # only a writer needs them
+
+    message = AgentUseMessage.open_last(session)
+    if message is not None and "completed" not in message.info.get("time", {}) \
+            and not message.info.get("assistant", {}).get("error"):
+        _close_exchange(message, at)
+    subagents = session.directory / SUBAGENT_DIR
+    for directory in sorted(subagents.iterdir()) if subagents.is_dir() else []:
+        if (directory / "session.json").is_file():
+            child = AgentUseSession.open(directory, session.writes)
+            if child.info.get("status") == "running":
+                close_interrupted(child, at)
+                child.set_status("error", at=at,
+                                 error={"code": "INTERRUPTED", "message": INTERRUPTED})
