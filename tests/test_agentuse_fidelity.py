@@ -2,7 +2,7 @@
 
 Two shapes AgentUse writes that a reader of its tree (its ``sessions show``, its web view)
 relies on, compared key by key, key ORDER included, with the fixture files AgentUse
-itself wrote (``../shared/fixtures/agentuse-v0.15.0``):
+itself wrote (``tests/fixtures/agentuse-v0.15.0``):
 
 - the ``error`` part of a failed exchange (the ``-failing`` session: a provider HTTP 400),
   and session.json's ``error`` object (``code, message, time``);

@@ -30,6 +30,7 @@ from agents.models.interface import ModelTracing
 from agents.models.openai_responses import OpenAIResponsesModel
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.tool import ToolOutputFileContent, ToolOutputImage, ToolOutputText
+from conftest import SKILLET_FIXTURE
 from harness import REPO, WAIT, run
 from openai import AsyncOpenAI
 from openai.types.responses import (
@@ -78,8 +79,7 @@ from sessiontape.storage.items import (
 # Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("items")
 
-SKILLET_STORE = REPO.parent / "shared" / "fixtures" / "skilled_crew-v1.0.11" / "state" \
-    / ".agent_sessions.sqlite"
+SKILLET_STORE = SKILLET_FIXTURE / ".agent_sessions.sqlite"
 PNG = "data:image/png;base64,iVBORw0KGgo="
 PDF = "data:application/pdf;base64,JVBERi0xLjQK"
 AGENT: Agent[Any] = Agent(name="a")
