@@ -53,7 +53,7 @@ from .agentuse_writer import drop_none
 from .db import PAIR, connect, connect_readonly, immediate, tables
 from .files import atomic_write, make_private_dir, prepare_private_file
 from .ids import new_ulid, ulid_ms
-from .json_style import dumps_pretty, loads
+from .json_style import dumps_compact, dumps_pretty, loads
 from .links import SCHEMA as LINKS_SCHEMA
 from .log_owners import find_log_path, owner_record_path
 from .log_reader import LogEntry, SessionLogReader, group_turns, open_log
@@ -541,18 +541,40 @@ def _write_files(made: _Made, pair: tuple[str, str], at_turn: int, log: _Log | N
                  tree: LoadedSession | None, logs_root: Path) -> tuple[Path | None, Path | None]:
     """The fork's log and AgentUse tree (which names the log), noted in ``made``."""
     user_id, new_name = pair
-    new_log = None
-    if log is not None:
-        new_log = _claim_log(user_id, new_name, logs_root, made)
-        made.files.append(new_log)
-        atomic_write(new_log, log.head(at_turn))
+    new_log = _claim_log(user_id, new_name, logs_root, made) if log is not None else None
     new_dir = None
     if tree is not None:
         conversation = drop_none(user=user_id, name=new_name,
                                  log=str(new_log) if new_log else None)
         new_dir = _write_tree(tree, at_turn, conversation)
         made.trees.append(new_dir)
+    if log is not None and new_log is not None:
+        made.files.append(new_log)
+        atomic_write(new_log, _renamed_log(log.head(at_turn), new_name, tree, new_dir))
     return new_log, new_dir
+
+
+def _renamed_log(lines: bytes, new_name: str, tree: LoadedSession | None,
+                 new_dir: Path | None) -> bytes:
+    """The copied lines, each ``user_message`` naming the fork instead: its
+    ``sessionName``, and, when it names the original's AgentUse session, the fork's
+    (``sessionId``, ``sessionDir``), whose exchanges are its copies. Other lines are kept
+    byte for byte."""
+    renamed = []
+    for line in lines.split(b"\n"):
+        if b'"user_message"' in line and (b'"sessionName"' in line or b'"sessionId"' in line):
+            with suppress(ValueError):
+                entry = loads(line)
+                if isinstance(entry, dict) and entry.get("kind") == "user_message":
+                    if "sessionName" in entry:
+                        entry["sessionName"] = new_name
+                    if tree is not None and new_dir is not None \
+                            and entry.get("sessionId") == tree.id:
+                        entry["sessionId"] = new_dir.name[:26]
+                        entry["sessionDir"] = str(new_dir)
+                    line = dumps_compact(entry)
+        renamed.append(line)
+    return b"\n".join(renamed)
 
 
 def fork_session(store_file: Path, user_id: str, session_name: str, new_name: str, *,

@@ -11,6 +11,7 @@ original's model got at the start of turn N + 1.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -234,15 +235,29 @@ def test_a_fork_holds_turns_1_to_n_in_every_layout_and_the_original_is_untouched
     assert rows("trip-b") == before_prompt(rows("trip"), "prompt 2") and len(rows("trip-b")) == 18
     assert find_agentuse_dir(store_file(), ANN, "trip-b") == new_dir
 
-    # log: exactly the lines of turns 1 and 2, complete, in a log owned by the new pair
+    # log: the lines of turns 1 and 2, complete, in a log owned by the new pair; each
+    # user_message names the fork (its name, and its AgentUse session, which holds their
+    # copies), every other line is the original's byte for byte
     old_turns = SessionLogReader(trip.log_path).turns()
     new_reader = SessionLogReader(new_log)
-    assert new_reader.turns() == old_turns[:2] and new_reader.problems == []
+    new_dir_id = new_dir.name[:26]
+    assert [dataclasses.replace(t, session_id=trip.session_dir.name[:26])
+            for t in new_reader.turns()] == old_turns[:2] and new_reader.problems == []
+    assert [t.session_id for t in new_reader.turns()] == [new_dir_id, new_dir_id]
     assert all(turn.complete for turn in new_reader.turns())
-    assert trip.log_path.read_bytes().startswith(new_log.read_bytes())
     third = [e.line for e in SessionLogReader(trip.log_path).entries()
              if e.kind == "user_message"][2]
-    assert new_log.read_bytes().count(b"\n") == third - 1
+    old_lines = trip.log_path.read_bytes().split(b"\n")[:third - 1]
+    new_lines = new_log.read_bytes().split(b"\n")[:-1]
+    assert len(new_lines) == third - 1
+    for old_line, new_line in zip(old_lines, new_lines, strict=True):
+        if b'"user_message"' not in old_line:
+            assert new_line == old_line
+            continue
+        was, now = json.loads(old_line), json.loads(new_line)
+        assert list(now) == list(was)  # the same keys, in the same order
+        assert {**was, "sessionName": "trip-b", "sessionId": new_dir_id,
+                "sessionDir": str(new_dir)} == now
     assert log_owner(new_log) == {"user_id": ANN, "session_name": "trip-b"}
 
     # tree: a new session beside the original with exchanges 1..2, their parts and subagents
