@@ -2,7 +2,9 @@
 
 * AgentUse agent names (``{sessionID}-{agentName}`` directories).
 * Skillet log names (``{user}/{session}.jsonl``), where skilled_crew can yield
-  an empty name; we never do.
+  an empty name; we never do. They are skilled_crew's own wherever it can write
+  them (up to :data:`NAME_MAX` bytes); sessiontape 0.2-0.3 cut them sooner
+  (:func:`old_log_name`).
 
 No input yields an empty, ``.`` or ``..`` segment, a separator or a NUL, and
 :func:`safe_join` refuses any path that would leave its root.
@@ -19,9 +21,13 @@ from pathlib import Path
 
 __all__ = [
     "DEFAULT_USER_ID",
+    "MAX_NAME",
+    "NAME_MAX",
     "UnsafePathError",
     "default_session_name",
+    "digest",
     "not_a_link",
+    "old_log_name",
     "safe_join",
     "sanitize_agent_name",
     "sanitize_log_name",
@@ -29,9 +35,13 @@ __all__ = [
 
 DEFAULT_USER_ID = "john@example.com"
 DEFAULT_AGENT_NAME = "default"
-# A segment longer than this is cut and given a hash suffix (file systems
-# allow 255 bytes; the ULID prefix, the suffix and temp names need room).
+# An agent name longer than this is cut and given a hash suffix (file systems
+# allow 255 bytes; the ULID prefix, the suffix and temp names need room); so is a
+# log name too long for a file, and sessiontape 0.2-0.3 cut every log name so.
 MAX_NAME = 120
+# Bytes in one file name on Linux's and macOS's file systems: longer, skilled_crew's
+# own mkdir and appendFile fail (ENAMETOOLONG).
+NAME_MAX = 255
 
 _AGENT_UNSAFE = re.compile(r"[^a-z0-9\-_]")
 _DASH_RUNS = re.compile(r"-+")
@@ -42,14 +52,15 @@ class UnsafePathError(ValueError):
     """A path segment or a joined path that would be empty, special or outside its root."""
 
 
-def _digest(raw: str) -> str:
+def digest(raw: str) -> str:
+    """12 hex of the SHA-256 of ``raw`` (lone surrogates included): a name's suffix."""
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
-def _bounded(name: str, raw: str, joiner: str) -> str:
-    if len(name) <= MAX_NAME:
+def _bounded(name: str, raw: str, joiner: str, most: int = MAX_NAME) -> str:
+    if len(name) <= most:
         return name
-    return f"{name[:MAX_NAME]}{joiner}{_digest(raw)}"
+    return f"{name[:MAX_NAME]}{joiner}{digest(raw)}"
 
 
 def sanitize_agent_name(name: str) -> str:
@@ -62,19 +73,32 @@ def sanitize_agent_name(name: str) -> str:
     return _bounded(cleaned, name, "-") if cleaned else DEFAULT_AGENT_NAME
 
 
-def sanitize_log_name(name: str) -> str:
-    """skilled_crew's log-name sanitizer, without its gaps.
-
-    Trim, replace each run of characters outside ``[a-zA-Z0-9_-]`` with ``_``,
-    strip leading and trailing ``_``. Where skilled_crew would return an empty
-    name we return ``_`` plus a hash of the raw name; over-long names are cut
-    and given the same suffix. A sanitized name never starts with ``_``
-    otherwise, so these never collide with an ordinary name.
-    """
+def _log_name(name: str, most: int) -> str:
     cleaned = _LOG_UNSAFE_RUNS.sub("_", name.strip()).strip("_")
     if not cleaned:
-        return f"_{_digest(name)}"
-    return _bounded(cleaned, name, "_")
+        return f"_{digest(name)}"
+    return _bounded(cleaned, name, "_", most)
+
+
+def sanitize_log_name(name: str, suffix: str = "") -> str:
+    """skilled_crew's log-name sanitizer, without its gaps: the name of a user directory,
+    or with ``suffix`` (``.jsonl``) the stem of a log file.
+
+    Trim, replace each run of characters outside ``[a-zA-Z0-9_-]`` with ``_``,
+    strip leading and trailing ``_`` (``SessionLogTypes.sanitizeForPath``). Where
+    skilled_crew would return an empty name we return ``_`` plus a hash of the raw
+    name. A name too long for a file name with ``suffix`` (over :data:`NAME_MAX`
+    bytes: skilled_crew cannot write it) is cut to :data:`MAX_NAME` characters and
+    given the same suffix; any other is skilled_crew's, uncut. A sanitized name never
+    starts with ``_`` otherwise, and is ASCII (a character is a byte).
+    """
+    return _log_name(name, NAME_MAX - len(suffix))
+
+
+def old_log_name(name: str) -> str:
+    """The log name sessiontape 0.2 and 0.3 gave ``name``: :func:`sanitize_log_name`'s,
+    but cut (and hashed) over :data:`MAX_NAME` characters, where skilled_crew does not cut."""
+    return _log_name(name, MAX_NAME)
 
 
 def default_session_name(now: datetime | None = None) -> str:

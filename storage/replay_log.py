@@ -1,6 +1,8 @@
 """The append-only JSONL replay log of one ``(user, session)`` pair.
 
-``<logs root>/{sanitized user}/{sanitized session}.jsonl``. Each entry is one
+``<logs root>/{sanitized user}/{sanitized session}.jsonl``: skilled_crew's own file
+name, uncut wherever the file system takes it (a log sessiontape 0.2-0.3 wrote
+under the shorter name they cut goes on there). Each entry is one
 ``write`` of one line, under an exclusive ``flock`` so that writers in
 several processes never interleave; the file is fsync'ed after every
 ``final_result`` (the end of a turn).
@@ -25,7 +27,7 @@ from typing import Any
 from .file_writes import FileWorker, LogFiles, append_lines, write_all
 from .files import FILE_MODE, make_private_dir, open_private_append
 from .json_style import dumps_compact
-from .log_owners import candidates, owned_by, owner_record_path
+from .log_owners import candidates, old_log_path, owned_by, owner_record_path
 from .names import not_a_link, safe_join, sanitize_log_name
 from .paths import SkilletPaths
 
@@ -37,7 +39,8 @@ def _claim(log_path: Path, record: dict[str, str]) -> bool:
     owner = owner_record_path(log_path)
     if os.path.lexists(owner):  # claimed before: read, and the directory is left alone
         return owned_by(log_path, record)
-    tmp = owner.with_name(f"{owner.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    # not named after the record, which may be as long as a file name may be
+    tmp = owner.with_name(f".owner.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
         try:
@@ -54,12 +57,18 @@ def _claim(log_path: Path, record: dict[str, str]) -> bool:
 
 
 def log_path_for(user_id: str, session_name: str, logs_root: Path | None = None) -> Path:
-    """The log file of ``(user_id, session_name)``, claimed for that raw pair.
+    """The log file of ``(user_id, session_name)``, claimed for that raw pair: the one
+    sessiontape 0.2-0.3 wrote for it under a name they cut, if any, else the first
+    candidate that is the pair's or nobody's (skilled_crew's name first).
 
     Creates the user directory (0700) and the owner record; not the log.
     """
     root = logs_root if logs_root is not None else SkilletPaths.resolve().logs_root
-    make_private_dir(not_a_link(safe_join(root, sanitize_log_name(user_id))))
+    old = old_log_path(user_id, session_name, root)
+    user_dir = old.parent if old is not None else safe_join(root, sanitize_log_name(user_id))
+    make_private_dir(not_a_link(user_dir))
+    if old is not None:
+        return old
     record = {"user_id": user_id, "session_name": session_name}
     for path in candidates(user_id, session_name, root):
         if _claim(path, record):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import itertools
 import multiprocessing
 import os
@@ -17,8 +19,10 @@ from hypothesis import strategies as st
 from sessiontape.storage.ids import is_ulid, new_ulid, ulid_ms
 from sessiontape.storage.names import (
     MAX_NAME,
+    NAME_MAX,
     UnsafePathError,
     default_session_name,
+    old_log_name,
     safe_join,
     sanitize_agent_name,
     sanitize_log_name,
@@ -80,6 +84,40 @@ def test_long_names_are_cut_with_a_hash() -> None:
         assert sanitize(a) != sanitize(b)
 
 
+def test_a_log_name_is_cut_only_where_skilled_crew_could_not_write(tmp_path: Path) -> None:
+    """Issue 23, item 9. skilled_crew 1.0.11 names a log
+    ``{logs}/{sanitizeForPath(user)}/{sanitizeForPath(session)}.jsonl`` and never cuts it
+    (SessionLogWriter.filePathFor, packages/_skillet_agent/src/session/session_log_writer.ts;
+    SessionLogTypes.sanitizeForPath, session_log_types.ts): its ``mkdir`` and ``appendFile``
+    fail where a name is longer than the file system's 255 bytes. Ours is the same name up
+    to there; beyond, where skilled_crew cannot write at all, it is cut and hashed."""
+    assert NAME_MAX == os.pathconf(tmp_path, "PC_NAME_MAX") == 255
+    fits, over = "a" * (255 - len(".jsonl")), "a" * (256 - len(".jsonl"))
+    assert sanitize_log_name(f" {fits}!", ".jsonl") == fits
+    (tmp_path / f"{fits}.jsonl").touch()
+    with pytest.raises(OSError) as too_long:
+        (tmp_path / f"{over}.jsonl").touch()
+    assert too_long.value.errno == errno.ENAMETOOLONG
+    digest = hashlib.sha256(over.encode()).hexdigest()[:12]
+    assert sanitize_log_name(over, ".jsonl") == f"{over[:MAX_NAME]}_{digest}"
+    user, over_user = "u" * 255, "u" * 256  # a user directory: no suffix
+    assert sanitize_log_name(user) == user
+    (tmp_path / user).mkdir()
+    digest = hashlib.sha256(over_user.encode()).hexdigest()[:12]
+    assert sanitize_log_name(over_user) == f"{user[:MAX_NAME]}_{digest}"
+
+
+@pytest.mark.parametrize("length", [121, 200, 249, 300])
+def test_old_log_names_are_cut_over_120_characters(length: int) -> None:
+    """sessiontape 0.2 and 0.3 cut every log name over 120 characters (the rule their logs
+    are still found by)."""
+    raw = "t" * length
+    digest = hashlib.sha256(raw.encode()).hexdigest()[:12]
+    assert old_log_name(raw) == f"{raw[:MAX_NAME]}_{digest}"
+    assert old_log_name(raw[:MAX_NAME]) == sanitize_log_name(raw[:MAX_NAME]) == raw[:MAX_NAME]
+    assert (sanitize_log_name(raw, ".jsonl") == old_log_name(raw)) == (length > 249)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=300))
 def test_no_input_makes_an_unsafe_segment(raw: str) -> None:
@@ -87,8 +125,9 @@ def test_no_input_makes_an_unsafe_segment(raw: str) -> None:
         segment = sanitize(raw)
         assert segment not in ("", ".", "..")
         assert "/" not in segment and "\0" not in segment
-        assert len(segment.encode()) < 200
+        assert len(segment.encode()) <= NAME_MAX
         assert re.fullmatch(r"[A-Za-z0-9_-]+", segment)
+    assert len(sanitize_log_name(raw, ".jsonl").encode()) <= NAME_MAX - len(".jsonl")
 
 
 @settings(max_examples=200, deadline=None)

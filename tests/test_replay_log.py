@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import re
@@ -17,6 +18,12 @@ import pytest
 
 from sessiontape.storage import log_entries as le
 from sessiontape.storage import replay_log, times
+from sessiontape.storage.log_owners import (
+    find_log_path,
+    log_owner,
+    owned_log_path,
+    owner_record_path,
+)
 from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.replay_log import ReplayLog, log_path_for
 
@@ -219,6 +226,79 @@ def test_path_sanitization(tmp_path: Path, user: str, session: str, relative: st
     else:
         assert path.relative_to(tmp_path).as_posix() == relative
     assert path.parent.parent == tmp_path
+
+
+@pytest.mark.parametrize("length", [230, 249])
+def test_a_name_at_the_file_name_limit_is_used_uncut_and_its_twin_gets_a_name_that_fits(
+        tmp_path: Path, length: int) -> None:
+    """skilled_crew names a log ``{sanitizeForPath(session)}.jsonl`` uncut
+    (SessionLogWriter.filePathFor, packages/_skillet_agent/src/session/session_log_writer.ts):
+    up to 255 bytes, so is ours. Its owner record (made through a temporary file), whose
+    plain name is too long beyond 243 characters, and the name of a second pair that
+    sanitizes alike fit in the file system's limit too."""
+    name = "a" * length
+    path = log_path_for(USER, name, tmp_path)
+    assert path == tmp_path / "john_example_com" / f"{name}.jsonl"
+    owner = owner_record_path(path)
+    assert owner.exists() and len(owner.name) <= 255 and owner.name.startswith(".")
+    assert (owner.name == f".{name}.owner.json") == (length == 230)
+    assert sorted(p.name for p in path.parent.iterdir()) == [owner.name]  # no temporary left
+    assert log_owner(path) == {"user_id": USER, "session_name": name}
+    twin = log_path_for(USER, name + "!", tmp_path)  # sanitizes to the same name
+    assert twin.parent == path.parent and twin != path and len(twin.name) <= 255
+    for session, expected in ((name, path), (name + "!", twin)):
+        with ReplayLog(USER, session, tmp_path) as log:
+            assert log.path == expected
+            log.append(text_step(session))
+        assert find_log_path(USER, session, tmp_path) == expected
+        assert owned_log_path(USER, session, tmp_path) == expected
+        assert [e.data for e in SessionLogReader(expected).entries()] == [text_step(session)]
+
+
+def _old_cut(name: str) -> str:
+    """The name sessiontape 0.2 and 0.3 gave a log name over 120 characters (their
+    storage/names.py): its first 120, ``_`` and 12 hex of the raw name's SHA-256."""
+    return f"{name[:120]}_{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+
+
+def _pair_hash(user: str, session: str) -> str:
+    """What a second pair whose names sanitize alike has added to its log's name."""
+    return hashlib.sha256(f"{user}\0{session}".encode()).hexdigest()[:12]
+
+
+LONG = "s" * 200
+
+
+@pytest.mark.parametrize(("user", "session", "old_user", "old_stem"), [
+    (USER, LONG, "john_example_com", _old_cut(LONG)),
+    ("u" * 200, "trip", _old_cut("u" * 200), "trip"),
+    ("john.example.com", LONG, "john_example_com",
+     f"{_old_cut(LONG)}_{_pair_hash('john.example.com', LONG)}"),
+], ids=["long-session", "long-user", "second-pair"])
+def test_a_log_under_sessiontape_0_3s_cut_name_is_found_and_continued(
+        tmp_path: Path, user: str, session: str, old_user: str, old_stem: str) -> None:
+    """A log sessiontape 0.2-0.3 wrote for a name of 121-249 characters (cut and hashed,
+    with its owner record; a second pair whose names sanitize alike had its pair's hash
+    added) is still the pair's log: found by readers, continued by writers, no new file."""
+    old = tmp_path / old_user / f"{old_stem}.jsonl"
+    old.parent.mkdir()
+    logs = {old}
+    if user != USER and old_user == "john_example_com":  # the first pair took the plain name
+        first = old.with_name(f"{_old_cut(LONG)}.jsonl")
+        first.write_bytes(orjson.dumps(text_step("john's")) + b"\n")
+        logs.add(first)
+        owner_record_path(first).write_bytes(orjson.dumps({"user_id": USER,
+                                                           "session_name": LONG}))
+    old.write_bytes(orjson.dumps(text_step("before")) + b"\n")
+    owner_record_path(old).write_bytes(orjson.dumps({"user_id": user, "session_name": session}))
+    assert find_log_path(user, session, tmp_path) == old
+    assert owned_log_path(user, session, tmp_path) == old
+    with ReplayLog(user, session, tmp_path) as log:
+        assert log.path == old
+        log.append(text_step("after"))
+    assert [e.data for e in SessionLogReader(old).entries()] == \
+        [text_step("before"), text_step("after")]
+    assert set(tmp_path.rglob("*.jsonl")) == logs
 
 
 def test_private_modes(isolated_env: Path) -> None:
