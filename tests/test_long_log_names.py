@@ -59,7 +59,7 @@ def old_cut(name: str) -> str:
 def write_crew_turn(user: str, session: str, prompt: str, answer: str) -> Path:
     """One turn as skilled_crew writes it: its two ``session_items`` rows (the JS SDK's
     protocol items, one ``created_at``) and its log lines (``JSON.stringify``, no owner
-    record), as in skilled_crew's own files (../shared/fixtures/skilled_crew-v1.0.11)."""
+    record), as in skilled_crew's own files (tests/fixtures/skilled_crew-v1.0.11)."""
     paths = SkilletPaths.resolve()
     paths.store_file.parent.mkdir(parents=True, exist_ok=True)
     rows = [{"type": "message", "role": "user", "content": prompt},
