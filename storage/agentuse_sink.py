@@ -49,6 +49,15 @@ __all__ = ["REASONING_SLOTS", "TEXT_REWRITE_INTERVAL", "AgentUseSink"]
 
 # What a run's open parts say when a later run finds that its recorder is gone.
 INTERRUPTED = "interrupted: the recording process ended before the run did"
+# AgentUse's approval gate: a tool part of this name, ``pending`` with this resumePayload
+# kind while it waits (src/runner/stream.ts:776-797), is what its views show as an approval.
+APPROVAL_TOOL = "await_human"
+APPROVAL_KIND = "await_human"
+# How sessiontape 0.3 marked a call waiting for approval (the call's own part, pending);
+# still resumed from an old tree.
+OLD_APPROVAL_KIND = "tool_approval"
+# A rejected call's error, as the recorder reports it (recorder/scope.py, settle_pending).
+REJECTED = "rejected: "
 # A streamed text part is rewritten at most this often (seconds); its final text is exact.
 TEXT_REWRITE_INTERVAL = 0.25
 # Part ids set aside, before a streamed call's first text part, for that call's reasoning
@@ -119,6 +128,7 @@ class _Scope:
     parent_tool: _Tool | None = None  # a subagent run: the parent's tool call that ran it
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # a subagent's {tool, args}
     tools: dict[str, _Tool] = field(default_factory=dict)  # open tool calls
+    gates: dict[str, _Tool] = field(default_factory=dict)  # open approval gates, by call id
     tools_json: list[dict[str, Any]] = field(default_factory=list)  # tools.json's tools
     texts: dict[str, AgentUsePart] = field(default_factory=dict)  # streamed text by item
     last_rewrite: float = 0.0
@@ -139,6 +149,11 @@ class _Scope:
         summary["tokensUsed"] = tokens.input + tokens.output
         summary["duration"] = max(0, at - self.started)
         return summary
+
+
+def _int(value: Any, default: int) -> int:
+    """``value`` if it is an int (not a bool), else ``default``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _tool_entries(tools: tuple[ToolInfo, ...]) -> list[dict[str, Any]]:
@@ -421,7 +436,8 @@ class AgentUseSink:
             tool.close("error", tool.ended[1], error=event.error)
 
     def _tool_finished(self, event: ToolFinished) -> None:
-        tool = self._scopes[event.scope].tools.pop(event.call_id, None)
+        scope = self._scopes[event.scope]
+        tool = scope.tools.pop(event.call_id, None)
         if tool is None:
             return
         self._closed[(event.scope, event.call_id)] = tool
@@ -429,6 +445,15 @@ class AgentUseSink:
             tool.close("error", event.at, error=tool.error)
         else:
             tool.close("completed", event.at, output=event.output)
+        gate = scope.gates.pop(event.call_id, None)
+        if gate is not None:
+            # The human's decision, as AgentUse's resume writes it into its gate's output
+            # (src/runner/resume.ts:63-74; {status, [comment]}, src/cli/sessions.ts:555-557),
+            # at the time the resumed run acted on it (the call's start).
+            rejected = tool.error is not None and tool.error.startswith(REJECTED)
+            decision = ({"status": "rejected", "comment": tool.error[len(REJECTED):]}
+                        if rejected and tool.error is not None else {"status": "approved"})
+            gate.close("completed", max(gate.start, tool.start), output=decision)
 
     def _compacted(self, event: Compacted) -> None:
         """AgentUse's own ``compaction`` part, in the exchange during which it happened."""
@@ -438,9 +463,10 @@ class AgentUseSink:
             messagesAfter=event.items_after, time={"start": event.at})
 
     def _close_open_tools(self, scope: _Scope, at: int, reason: str) -> None:
-        for tool in scope.tools.values():
+        for tool in (*scope.tools.values(), *scope.gates.values()):
             tool.close("error", at, error=tool.error or reason)
         scope.tools.clear()
+        scope.gates.clear()
 
     def _report_to_parent(self, scope: _Scope, at: int) -> None:
         """A subagent run ended: its summary goes into the parent's tool part."""
@@ -449,7 +475,9 @@ class AgentUseSink:
 
     def _suspended_on_disk(self, event: RunStarted) -> _Scope | None:
         """The exchange a run suspended by another process left open: the latest one, with
-        ``pending`` parts for the calls this run resumes (None if there is none)."""
+        the ``pending`` approval gates of the calls this run resumes (None if there is
+        none). A gate names its call in ``resumePayload.callID``; in a tree of sessiontape
+        0.3 the call's own part waits instead (kind ``tool_approval``), and goes on."""
         if not (self.session_dir / "session.json").exists():
             return None
         self._writes.flush()
@@ -461,27 +489,43 @@ class AgentUseSink:
         scope = _Scope(session, message, agent_name=event.agent.name, started=event.at)
         for part in message.open_parts("tool"):
             state = part.fields.get("state")
-            if part.fields.get("callID") in waiting and isinstance(state, dict) \
-                    and state.get("status") == "pending":
+            if not isinstance(state, dict) or state.get("status") != "pending":
+                continue
+            payload = state.get("resumePayload")
+            kind = payload.get("kind") if isinstance(payload, dict) else None
+            call_id = payload.get("callID") if isinstance(payload, dict) else None
+            if kind == APPROVAL_KIND and call_id in waiting:
+                scope.gates[call_id] = _Tool(part, state.get("input"),
+                                             _int(state.get("suspendedAt"), event.at),
+                                             metadata={"resumePayload": payload})
+            elif kind == OLD_APPROVAL_KIND and part.fields.get("callID") in waiting:
                 scope.tools[part.fields["callID"]] = _Tool(
-                    part, state.get("input"), event.at,
-                    metadata={"resumePayload": state.get("resumePayload")})
-        return scope if scope.tools else None
+                    part, state.get("input"), event.at, metadata={"resumePayload": payload})
+        return scope if scope.tools or scope.gates else None
 
     def _run_suspended(self, event: RunSuspended) -> None:
         """The run waits for approvals: the session is ``suspended`` and each waiting call
-        a ``pending`` tool part (AgentUse's shape); the exchange stays open for the
-        resume, which completes those same parts."""
+        has an approval gate as AgentUse's own is written (src/runner/stream.ts:776-797):
+        a ``pending`` tool part ``await_human`` whose ``input`` asks the question and shows
+        the call, and whose ``resumePayload`` is ``{kind: "await_human", prompt}`` plus the
+        call's id (``callID``, which AgentUse does not read: what a resume in another
+        process finds the gate by). The exchange stays open; the resume records the call
+        as a tool part of its own and completes the gate with the decision."""
         scope = self._scopes.pop(event.scope)
         for call in event.pending:
-            args = tool_input(call.arguments)
-            payload = {"kind": "tool_approval", "prompt": f"Approve {call.tool_name}?"}
-            part = scope.message.add_part("tool", callID=call.call_id, tool=call.tool_name,
-                                          state={"status": "pending", "input": args,
+            if call.call_id in scope.gates:
+                continue  # still waiting since an earlier suspension
+            prompt = f"Approve {call.tool_name}?"
+            question = {"prompt": prompt, "tool": call.tool_name,
+                        "arguments": tool_input(call.arguments)}
+            payload = {"kind": APPROVAL_KIND, "prompt": prompt, "callID": call.call_id}
+            part = scope.message.add_part("tool", callID=f"approval_{call.call_id}",
+                                          tool=APPROVAL_TOOL,
+                                          state={"status": "pending", "input": question,
                                                  "suspendedAt": event.at,
                                                  "resumePayload": payload})
-            # resumed, the part keeps the payload in state.metadata, as AgentUse does
-            scope.tools[call.call_id] = _Tool(part, args, event.at,
+            # resolved, the gate keeps the payload in state.metadata, as AgentUse's does
+            scope.gates[call.call_id] = _Tool(part, question, event.at,
                                               metadata={"resumePayload": payload})
         scope.session.set_status("suspended", at=event.at)
         self._suspended = scope

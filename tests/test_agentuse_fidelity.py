@@ -35,6 +35,7 @@ from agents import (
     input_guardrail,
 )
 from agents.testing import ModelStep
+from agentuse_views import error_part_line
 from harness import run_cli
 from scripted import (
     blocking_agent,
@@ -98,23 +99,6 @@ def manager_tool(agentuse_fixture: Path) -> dict[str, Any]:
     directory = _session_dir(agentuse_fixture, "manager")
     [part] = [d for _, d in _raw_parts(directory) if d.get("tool") == "subagent__helper"]
     return part
-
-
-def agentuse_cli_line(part: dict[str, Any]) -> str:
-    """What AgentUse 0.15's ``agentuse sessions show`` prints for an ``error`` part: a line
-    by line port of ``describeErrorPart`` (src/runner/session-helper.ts) and its caller in
-    src/cli/sessions.ts (the message cut at 400 characters)."""
-    source = "compaction" if part.get("source") == "compaction" else "agent"
-    code = part.get("code") if isinstance(part.get("code"), str) else None
-    title = "Context compaction failed" if source == "compaction" else (
-        f"Run error ({code})" if code else "Run error")
-    status = part.get("statusCode")
-    prefix = f"HTTP {status}: " if isinstance(status, int) else ""
-    detail = part.get("detail") if isinstance(part.get("detail"), str) else None
-    body = detail if detail and detail.strip() else part["message"]
-    message = f"{prefix}{body}"
-    message = message if len(message) <= 400 else message[:397] + "..."
-    return f"✗ {title}: {message}"
 
 
 # -- running in each mode -----------------------------------------------------------------
@@ -326,11 +310,11 @@ def test_a_failed_run_writes_agentuses_error_part(kind: str, mode: str,
         assert error["url"] == "http://127.0.0.1:9/v1/responses"
         assert error["detail"] == case["detail"]
         assert list(part) == list(failing["part"])  # exactly the fixture's keys
-        assert agentuse_cli_line(part) == f"✗ Run error ({case['code']}): " \
+        assert error_part_line(part) == f"✗ Run error ({case['code']}): " \
                                           f"HTTP {case['status']}: {case['detail']}"
     else:
         assert list(error) == list(failing["session"]["error"])
-        assert agentuse_cli_line(part) == f"✗ Run error ({case['code']}): {case['detail']}"
+        assert error_part_line(part) == f"✗ Run error ({case['code']}): {case['detail']}"
     assert msg.info["assistant"]["error"] == {"message": case["message"], "type": case["type"]}
 
 
@@ -355,7 +339,7 @@ def test_a_cancelled_run_writes_an_error_part(mode: str, failing: dict[str, Any]
     # the tool call the cancellation cut short was closed first: the error part is last
     [tool] = parts(msg, "tool")
     assert tool["state"]["status"] == "error" and tool["id"] < part["id"]
-    assert agentuse_cli_line(part) == \
+    assert error_part_line(part) == \
         "✗ Run error (USER_STOPPED): CancelledError: the run was cancelled"
 
 

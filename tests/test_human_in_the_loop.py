@@ -1,18 +1,22 @@
 """Human in the loop: a tool call that needs approval suspends the run; the resume (the
-same Recorder, or a new one from the saved RunState) completes that same call.
+same Recorder, or a new one from the saved RunState) runs (or rejects) that call.
 
-Read in all three outputs: the AgentUse tree (session ``suspended``, a ``pending`` tool part,
-then the same part completed or failed, in one exchange), the JSONL log (one turn with a
+Read in all three outputs: the AgentUse tree (session ``suspended`` with AgentUse's own
+approval gate, a ``pending`` tool part ``await_human``, which AgentUse's ``sessions show``
+and its serve's ``GET /api/approvals`` show as pending; the resume completes the gate with
+the decision and records the call, in the same exchange), the JSONL log (one turn with a
 ``suspended`` line, closed by the resume) and the item store (the call and its output)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import Agent, Runner, RunState, function_tool
+from agentuse_views import listed_approval, show_lines
 from scripted import call, final, model, read_session, read_turns, store_items, tools_step
 
 from sessiontape import Recorder
@@ -42,22 +46,51 @@ async def run(way: str, rec: Recorder, agent: Agent[Any], given: Any) -> Any:
     return result
 
 
-def tool_part(rec: Recorder) -> dict[str, Any]:
-    [exchange] = read_session(rec).messages  # one exchange, before and after the resume
-    [part] = [p for p in exchange.parts if p["type"] == "tool"]
-    return part
+def tool_parts(rec: Recorder) -> dict[str, dict[str, Any]]:
+    """The exchange's tool parts by tool name (one exchange, before and after the resume)."""
+    [exchange] = read_session(rec).messages
+    return {p["tool"]: p for p in exchange.parts if p["type"] == "tool"}
 
 
 def check_suspended(rec: Recorder) -> None:
+    """The wait is AgentUse's own approval gate, as its approval gate writes it
+    (src/runner/stream.ts:776-797: the pending state ``{status: "pending", input,
+    suspendedAt, resumePayload: {kind: "await_human", prompt, ...}}`` of the gate's tool
+    part), checked against the two rules of AgentUse's readers:
+
+    - ``sessions show`` prints ``Approval: pending`` under a ``tool`` part whose
+      ``state.status`` is ``pending`` and ``state.resumePayload.kind`` ``await_human``
+      (src/cli/sessions.ts:1029-1030);
+    - ``GET /api/approvals`` lists a top-level session's newest part whose file matches
+      ``/"tool"\\s*:\\s*"await_human"/`` and is a ``tool`` part of tool ``await_human``
+      (src/session/manager.ts:666-692, 734-745), ``pending`` when that part is and the
+      session is ``suspended`` or ``running`` (src/index.ts:2418-2432), with ``prompt``
+      from ``state.input.prompt`` and ``suspendedAt`` (src/index.ts:2470-2473).
+    """
     session = read_session(rec)
-    assert session.info["status"] == "suspended"
+    assert session.info["status"] == "suspended" and "parentSessionID" not in session.info
     [exchange] = session.messages
     assert "completed" not in exchange.info["time"]
-    part = tool_part(rec)
-    assert part["callID"] == "call_delete" and part["tool"] == "delete_file"
-    state = part["state"]
-    assert (state["status"], state["input"]) == ("pending", {"path": "x.txt"})
-    assert state["resumePayload"]["kind"] == "tool_approval" and state["suspendedAt"] > 0
+    assert list(tool_parts(rec)) == ["await_human"]  # the call itself has not run yet
+    gate = tool_parts(rec)["await_human"]
+    assert gate["callID"] == "approval_call_delete"
+    state = gate["state"]
+    assert list(state) == ["status", "input", "suspendedAt", "resumePayload"]  # AgentUse's
+    assert state["status"] == "pending" and state["suspendedAt"] > 0
+    # what a reviewer reads, and the call a resume in another process finds the gate by
+    assert state["input"] == {"prompt": "Approve delete_file?", "tool": "delete_file",
+                              "arguments": {"path": "x.txt"}}
+    assert state["resumePayload"] == {"kind": "await_human", "prompt": "Approve delete_file?",
+                                      "callID": "call_delete"}
+    assert rec.session_dir is not None
+    shown = show_lines(rec.session_dir)
+    assert shown[shown.index("Output:") + 1:] == [
+        "─── … await_human (Approve delete_file?) ───────────────────",
+        "Approval: pending", "─" * 60]
+    assert listed_approval(rec.session_dir) == {
+        "sessionId": session.info["id"], "agentName": "Janitor", "status": "pending",
+        "sessionStatus": "suspended", "prompt": "Approve delete_file?",
+        "suspendedAt": state["suspendedAt"]}
     [turn] = read_turns(rec)
     assert not turn.complete  # the turn waits: no final_result yet
     [waiting] = [s for s in turn.steps if s["type"] == "suspended"]
@@ -65,9 +98,37 @@ def check_suspended(rec: Recorder) -> None:
                                    "arguments": '{"path":"x.txt"}'}]
 
 
+def check_decided(rec: Recorder, decision: str) -> None:
+    """After the resume: the gate is completed with the decision, as AgentUse's resume
+    writes it (src/runner/resume.ts:63-74: ``output`` the decision ``{status,
+    [comment]}``, ``metadata.resumePayload``, ``time {start: suspendedAt, end}``), which
+    its serve lists as ``approved`` / ``rejected`` (src/index.ts:2433-2441); the call is a
+    tool part of its own, completed, or failed with what the model was told."""
+    tools = tool_parts(rec)
+    assert list(tools) == ["await_human", "delete_file"]  # the gate, then the call
+    gate, done = tools["await_human"]["state"], tools["delete_file"]["state"]
+    output = "deleted x.txt" if decision == "approve" else "Tool execution was not approved."
+    if decision == "approve":
+        assert gate["output"] == {"status": "approved"}
+        assert (done["status"], done["output"]) == ("completed", output)
+    else:
+        assert gate["output"] == {"status": "rejected", "comment": output}
+        assert done["status"] == "error" and done["error"] == f"rejected: {output}"
+    assert gate["status"] == "completed"
+    assert gate["metadata"] == {"resumePayload": {"kind": "await_human",
+                                                  "prompt": "Approve delete_file?",
+                                                  "callID": "call_delete"}}
+    assert gate["time"]["start"] <= gate["time"]["end"] <= done["time"]["start"]
+    assert tools["delete_file"]["callID"] == "call_delete" and done["input"] == {"path": "x.txt"}
+    assert rec.session_dir is not None
+    listed = listed_approval(rec.session_dir)
+    assert listed is not None and (listed["status"], listed["sessionStatus"]) == (
+        "approved" if decision == "approve" else "rejected", "completed")
+
+
 @pytest.mark.parametrize("way", ["rec.run", "rec.run_streamed", "Runner.run"])
 @pytest.mark.parametrize("decision", ["approve", "reject"])
-def test_an_approval_suspends_the_run_and_the_resume_completes_the_same_call(
+def test_an_approval_waits_at_agentuses_gate_and_the_resume_decides_it(
         way: str, decision: str) -> None:
     rec = Recorder(session_name=f"hitl-{way}-{decision}")
     agent = agent_asking()
@@ -96,13 +157,8 @@ def test_an_approval_suspends_the_run_and_the_resume_completes_the_same_call(
     assert session.info["status"] == "completed"
     [exchange] = session.messages
     assert "completed" in exchange.info["time"]
-    state_after = tool_part(rec)["state"]
+    check_decided(rec, decision)
     output = "deleted x.txt" if decision == "approve" else "Tool execution was not approved."
-    if decision == "approve":
-        assert (state_after["status"], state_after["output"]) == ("completed", output)
-    else:
-        assert state_after["status"] == "error" and state_after["error"] == f"rejected: {output}"
-    assert state_after["metadata"]["resumePayload"]["kind"] == "tool_approval"
 
     [turn] = read_turns(rec)  # one turn: the resume closed it
     assert (turn.user_input, turn.text, turn.complete) == ("please delete x.txt", "all done",
@@ -141,7 +197,47 @@ def test_a_new_recorder_resumes_from_a_saved_state() -> None:
 
     rec = asyncio.run(resume())
     assert read_session(rec).info["status"] == "completed"
-    state_after = tool_part(rec)["state"]
-    assert (state_after["status"], state_after["output"]) == ("completed", "deleted x.txt")
+    check_decided(rec, "approve")
     [turn] = read_turns(rec)
     assert turn.complete and turn.text == "all done"
+
+
+def test_a_wait_written_by_sessiontape_0_3_is_resumed() -> None:
+    """A tree of sessiontape 0.3 has no gate: the waiting call's own part is ``pending``,
+    with ``resumePayload {kind: "tool_approval", prompt}`` (docs/recording.md of 0.3). A new
+    Recorder resuming from the saved RunState finds that part by its ``callID`` and
+    completes it, as 0.3 did, keeping the payload in ``state.metadata``; no gate is added."""
+    agent = agent_asking()
+
+    async def pause() -> tuple[Path, str]:
+        async with Recorder(session_name="hitl-old") as rec:
+            result = await rec.run(agent, "please delete x.txt")
+        assert rec.session_dir is not None
+        return rec.session_dir, result.to_state().to_string()
+
+    session_dir, saved = asyncio.run(pause())
+    [gate_file] = [p for p in session_dir.glob("*/part/*.json")
+                   if json.loads(p.read_text())["type"] == "tool"]
+    gate = json.loads(gate_file.read_text())
+    old_payload = {"kind": "tool_approval", "prompt": "Approve delete_file?"}
+    gate_file.write_text(json.dumps({  # the wait as sessiontape 0.3 wrote it
+        "type": "tool", "callID": "call_delete", "tool": "delete_file",
+        "state": {"status": "pending", "input": {"path": "x.txt"},
+                  "suspendedAt": gate["state"]["suspendedAt"], "resumePayload": old_payload},
+        "id": gate["id"], "sessionID": gate["sessionID"], "messageID": gate["messageID"]},
+        indent=2))
+
+    async def resume() -> Recorder:
+        state = await RunState.from_string(agent, saved)
+        state.approve(state.get_interruptions()[0])
+        async with Recorder(session_name="hitl-old") as rec:
+            assert (await rec.run(agent, state)).final_output == "all done"
+        return rec
+
+    rec = asyncio.run(resume())
+    assert read_session(rec).info["status"] == "completed"
+    [(name, part)] = tool_parts(rec).items()
+    assert (name, part["id"], part["callID"]) == ("delete_file", gate["id"], "call_delete")
+    state = part["state"]
+    assert (state["status"], state["output"]) == ("completed", "deleted x.txt")
+    assert state["metadata"] == {"resumePayload": old_payload}
