@@ -231,9 +231,16 @@ class AgentUseSink:
 
     def _handoff(self, event: Handoff) -> None:
         """An ``agent`` part naming the agent that takes over the exchange (as AgentUse
-        marks a subagent), whose tools join ``tools.json``."""
+        marks a subagent), then an ``info`` ``log`` part saying so with its model, which
+        AgentUse's ``sessions show`` prints as ``  [INFO] Handoff: A → B (model)`` where
+        it prints no ``agent`` part (src/cli/sessions.ts:960-961, 1111-1117); the new
+        agent's tools join ``tools.json``."""
         scope = self._scopes[event.scope]
         scope.message.add_part("agent", name=event.to_agent, time={"start": event.at})
+        model = f" ({event.target.model})" if event.target and event.target.model else ""
+        scope.message.add_part("log", level="info",
+                               message=f"Handoff: {event.from_agent} → {event.to_agent}{model}",
+                               time={"start": event.at})
         scope.agent_name = event.to_agent
         if event.target is not None:
             known = {tool.get("name") for tool in scope.tools_json}
@@ -380,6 +387,7 @@ class AgentUseSink:
                                time={"start": scope.call_start or event.at, "end": event.at})
         scope.message.set_model(event.model)  # the model that answered last
         scope.message.add_usage(usage.tokens, usage.cost)
+        scope.session.set_model(event.model)
 
     @staticmethod
     def _add_reasoning(scope: _Scope, event: ModelCallFinished) -> None:

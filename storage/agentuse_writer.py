@@ -348,6 +348,14 @@ class AgentUseSession:
             self.info.pop("error", None)
         self.save()
 
+    def set_model(self, model: str) -> None:
+        """``model``: the model that answered last (after a handoff, the new agent's, which
+        AgentUse's ``sessions show`` prints as ``Model:``); rewritten only when it changes,
+        ``time.updated`` left as it is (it moves with the status)."""
+        if model and self.info.get("model") != model:
+            self.info["model"] = model
+            self.save()
+
     def add_message(self, task: str, *, user: str | None = None, system: list[str] | None = None,
                     mode: str = "build", created: int | None = None) -> AgentUseMessage:
         """Start an exchange: ``{messageID}/message.json`` with zero usage."""

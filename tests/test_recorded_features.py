@@ -22,6 +22,7 @@ from agents import (
     output_guardrail,
 )
 from agents.testing import ModelStep
+from agentuse_views import show_lines
 from harness import cli_environ, run_cli
 from pydantic import BaseModel
 from scripted import (
@@ -116,12 +117,39 @@ def test_a_handoff_is_in_the_tree_with_the_new_agents_model_and_tools(way: str) 
     assert kinds[:handoff] == ["step-start", "step-finish"]  # Triage's call, then the handoff
     assert "tool" in kinds[handoff:]  # the Specialist's call comes after it
     assert exchange.info["assistant"]["modelID"] == "scripted:gpt-4.1-mini"  # who answered
+    # AgentUse's own view names who answered and with which model: its `sessions show`
+    # prints `Model:` from session.json's `model` (src/cli/sessions.ts:826), no `agent`
+    # part (only text, tool, compaction, learning, error and log parts, :960-961), and a
+    # `log` part of a level but debug as `  [LEVEL] message` (:1111-1117)
+    said = "Handoff: Triage → Specialist (scripted:gpt-4.1-mini)"
+    assert exchange.parts[handoff + 1] == {
+        "type": "log", "level": "info", "message": said,
+        "time": exchange.parts[handoff]["time"], "id": exchange.parts[handoff + 1]["id"],
+        "sessionID": session.info["id"], "messageID": exchange.info["id"]}
+    assert session.info["model"] == "scripted:gpt-4.1-mini"
+    assert rec.session_dir is not None
+    for full in (False, True):
+        shown = show_lines(rec.session_dir, full=full)
+        assert shown[:3] == ["Agent:       Triage", "Model:       scripted:gpt-4.1-mini",
+                             "Status:      ✓ completed"]
+        output = shown[shown.index("Output:") + 1:]
+        assert output[0] == f"  [INFO] {said}"
+        assert output[1].startswith("─── ✓ look_up (Paris)")
+        assert output[-1] == "Paris is sunny"
     tools = json.loads((rec.session_dir / "tools.json").read_text())["tools"]
     assert [t["name"] for t in tools] == ["transfer_to_specialist", "look_up"]
     [turn] = read_turns(rec)
     assert [s["type"] for s in turn.steps if s["type"] in ("handoff", "agent_start")] == [
         "agent_start", "handoff", "agent_start"]
     assert turn.model == "scripted/gpt-4.1-mini"
+    # sessiontape's own view of the tree alone still names the agent from its part
+    rec.close()
+    for path in (rec.log_path, rec.store.path):
+        for leftover in path.parent.glob(path.name + "*"):
+            leftover.unlink()
+    shown_here = run_cli("sessions", "show", rec.session_dir.name[:26], env=cli_environ())
+    assert shown_here.returncode == 0, shown_here.stderr
+    assert "· agent Specialist" in shown_here.stdout and "Handoff:" not in shown_here.stdout
 
 
 @output_guardrail
