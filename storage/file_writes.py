@@ -74,7 +74,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     temporary file is removed, and the error is raised as it was.
     """
     directory, name = os.path.split(os.fspath(path))
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{id(data):x}.tmp")
+    # The name is cut so that the temporary one fits where ``path``'s does (255 bytes).
+    tmp = os.path.join(directory, f".{name[:100]}.{os.getpid()}.{id(data):x}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_TRUNC, FILE_MODE)
     try:
         try:

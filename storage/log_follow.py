@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from .log_reader import LogEntry, SessionLogTailer
-from .names import sanitize_log_name
+from .names import old_log_name, sanitize_log_name
 from .times import iso_ms
 
 __all__ = [
@@ -127,7 +127,12 @@ class StreamFilter:
 
     @staticmethod
     def _name_matches(wanted: str | None, name: str) -> bool:
-        return wanted is None or name == wanted or name == sanitize_log_name(wanted)
+        """Whether a log's user or session ``name`` (its file's) is ``wanted``: as written,
+        as skillet sanitizes it for a directory or a log file, or cut as sessiontape 0.2
+        and 0.3 cut a long one (:func:`~sessiontape.storage.names.old_log_name`)."""
+        return wanted is None or name in (wanted, sanitize_log_name(wanted),
+                                          sanitize_log_name(wanted, ".jsonl"),
+                                          old_log_name(wanted))
 
     def keeps_source(self, source: LogSource) -> bool:
         return (self._name_matches(self.user, source.user)

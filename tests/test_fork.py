@@ -439,6 +439,18 @@ def test_a_fork_at_a_live_turn_keeps_the_summary(compacted: Recorded) -> None:
 # -- what is refused, and what is left ---------------------------------------------------------
 
 
+def test_a_fork_may_take_the_longest_name_skilled_crew_can_write() -> None:
+    """A session name of 249 characters is a 255-byte log file name, as skilled_crew writes
+    it (``{name}.jsonl``, uncut): the fork's log is written there, through a temporary
+    file whose own name must fit too (storage/file_writes.py ``atomic_write``)."""
+    asyncio.run(record("trip", 2))
+    longest = "t" * 249
+    result = forked_json("trip", "--at-turn", "1", "--as", longest)
+    assert Path(result["log_path"]).name == f"{longest}.jsonl"
+    assert [t.user_input for t in SessionLogReader(Path(result["log_path"])).turns()] == \
+        ["prompt 0"]
+
+
 def test_refused_forks_write_nothing(isolated_env: Path) -> None:
     trip = asyncio.run(record("trip", 3))
     asyncio.run(record("taken", 1))

@@ -171,6 +171,22 @@ def test_user_and_session_filters_take_raw_or_sanitized_names(root: Path) -> Non
     assert "user> a?" in both and "user> b?" not in both and "user> c?" not in both
 
 
+def test_session_filter_finds_long_names_as_each_writer_names_their_file(root: Path) -> None:
+    """A session name of 252 characters is a 252-character file name to skilled_crew
+    (``SessionLogTypes.sanitizeForPath`` never cuts) but too long with ``.jsonl`` (255
+    bytes): sessiontape cuts and hashes it; one of 200 characters, sessiontape 0.2/0.3 cut
+    at 120 (storage/names.py ``old_log_name``). ``--session`` finds each by its raw name."""
+    from sessiontape.storage.names import old_log_name, sanitize_log_name
+
+    longest, old = "L" * 252, "O" * 200
+    write(root / "ann" / f"{sanitize_log_name(longest, '.jsonl')}.jsonl", turn("a?", "A"))
+    write(root / "ann" / f"{old_log_name(old)}.jsonl", turn("b?", "B"))
+    write(root / "ann" / "other.jsonl", turn("c?", "C"))
+    for name, question in ((longest, "a?"), (old, "b?")):
+        shown = run("--no-follow", "--session", name).stdout
+        assert f"user> {question}" in shown and "user> c?" not in shown, name
+
+
 def test_since_skips_older_entries(root: Path) -> None:
     now = datetime.now(timezone.utc)
     write(root / "u" / "s.jsonl",
