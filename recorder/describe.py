@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from agents import (
     Agent,
@@ -256,8 +257,31 @@ def watch_mcp_servers(agent: Agent[Any]) -> None:
                 server.custom_data_extractor = _ErrorResultWatch(current)
 
 
+# An attachment's content part type, and what it is called in a task's text.
+_ATTACHMENTS = {"input_image": "image", "input_file": "file", "input_audio": "audio"}
+
+
+def _url_name(url: Any) -> str | None:
+    """The file name at the end of a URL's path (None for a ``data:`` URL, or none)."""
+    if not isinstance(url, str) or url.startswith("data:"):
+        return None
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1]) or None
+
+
+def _attachment_text(part: dict[str, Any]) -> str:
+    """An attachment in a task's text: ``[image: photo.png]``, ``[file: a.pdf]``; its
+    file name (given, else the last segment of its URL), else its file id, else nothing
+    (``[image]``: a ``data:`` URL, audio)."""
+    name = part.get("filename") or _url_name(part.get("image_url") or part.get("file_url")) \
+        or part.get("file_id")
+    kind = _ATTACHMENTS[part["type"]]
+    return f"[{kind}: {name}]" if isinstance(name, str) and name else f"[{kind}]"
+
+
 def user_text(user_input: Any) -> str:
-    """The run's input as one string: the text of its user messages."""
+    """The run's input as one string (message.json's task): the text of its messages, each
+    attachment named in its place (``[image: photo.png]``), so that an input with no text
+    is not a blank task."""
     if isinstance(user_input, str):
         return user_input
     texts = []
@@ -266,8 +290,11 @@ def user_text(user_input: Any) -> str:
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
-            texts.extend(str(c.get("text", "")) for c in content
-                         if isinstance(c, dict) and "text" in c)
+            for part in content:
+                if isinstance(part, dict) and "text" in part:
+                    texts.append(str(part["text"]))
+                elif isinstance(part, dict) and part.get("type") in _ATTACHMENTS:
+                    texts.append(_attachment_text(part))
     return "\n".join(texts)
 
 

@@ -198,3 +198,34 @@ def test_a_model_that_reports_no_usage_is_recorded_with_zero_tokens() -> None:
                                 "cache": {"read": 0, "write": 0}}
     [turn] = read_turns(rec)
     assert turn.complete and turn.text == "fine"
+
+
+PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+
+
+@pytest.mark.parametrize(("content", "task"), [
+    ([{"type": "input_image", "image_url": "https://example.com/trip/photo%201.png?w=2",
+       "detail": "auto"}], "[image: photo 1.png]"),
+    ([{"type": "input_image", "image_url": PNG, "detail": "high"}], "[image]"),
+    ([{"type": "input_image", "file_id": "file_img1", "detail": "auto"}], "[image: file_img1]"),
+    ([{"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0=",
+       "filename": "plan.pdf"}], "[file: plan.pdf]"),
+    ([{"type": "input_text", "text": "What is this?"},
+      {"type": "input_image", "image_url": "https://example.com/cat.png", "detail": "low"}],
+     "What is this?\n[image: cat.png]"),
+], ids=["image-url", "image-data", "image-file-id", "file", "text-and-image"])
+def test_an_attachment_is_named_in_the_task(content: list[dict[str, Any]], task: str) -> None:
+    """An input with no text is not a blank task: message.json's ``user.prompt.task`` names
+    each attachment in its place (its file name, else the last segment of its URL, else its
+    file id). AgentUse's ``sessions show`` prints the task's first line as ``Task:``
+    (src/cli/sessions.ts:877-878), which was blank for an image alone."""
+    rec = Recorder(session_name="attachment")
+    agent = Agent(name="Viewer", model=model(final("a cat")))
+    given = [{"role": "user", "content": content}]
+    assert asyncio.run(run_agent(rec, agent, given, streamed=False)) == "a cat"
+    [exchange] = read_session(rec).messages
+    assert exchange.info["user"]["prompt"]["task"] == task
+    assert rec.session_dir is not None
+    assert f"Task: {task.splitlines()[0]}" in show_lines(rec.session_dir)
+    [turn] = read_turns(rec)
+    assert turn.user_input == given  # the log keeps the input as given
