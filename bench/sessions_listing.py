@@ -137,7 +137,7 @@ def make_session(index: int, paths: dict[str, Path], project: str
     directory = paths["agentuse"] / f"{session_id}-{sanitize_agent_name(AGENT)}"
     os.mkdir(directory, 0o700)
     log_dir = paths["logs"] / sanitize_log_name(user)
-    stem = sanitize_log_name(name)
+    stem = sanitize_log_name(name, ".jsonl")
     rows: list[tuple[str, str, int, str]] = []
     log_lines: list[bytes] = []
     at = start
