@@ -241,3 +241,48 @@ def test_a_wait_written_by_sessiontape_0_3_is_resumed() -> None:
     state = part["state"]
     assert (state["status"], state["output"]) == ("completed", "deleted x.txt")
     assert state["metadata"] == {"resumePayload": old_payload}
+
+
+def test_two_waiting_calls_each_get_a_gate_and_their_own_decision() -> None:
+    """Two calls wait at once: each has its gate (found again by ``resumePayload.callID``
+    by a new Recorder), one is approved and one rejected, and each gate gets its own
+    decision. AgentUse lists a session's newest gate (src/session/manager.ts:734-745)."""
+    agent = Agent(name="Janitor", tools=[delete_file], model=model(
+        tools_step(call("delete_file", {"path": "a.txt"}, "call_a"),
+                   call("delete_file", {"path": "b.txt"}, "call_b")), final("half done")))
+
+    async def pause() -> str:
+        async with Recorder(session_name="hitl-two") as rec:
+            result = await rec.run(agent, "delete a.txt and b.txt")
+        assert rec.session_dir is not None
+        gates = [p for p in read_session(rec).messages[0].parts if p["type"] == "tool"]
+        assert [(g["tool"], g["state"]["resumePayload"]["callID"]) for g in gates] == [
+            ("await_human", "call_a"), ("await_human", "call_b")]
+        listed = listed_approval(rec.session_dir)
+        assert listed is not None and listed["status"] == "pending"
+        return result.to_state().to_string()
+
+    saved = asyncio.run(pause())
+
+    async def resume() -> Recorder:
+        state = await RunState.from_string(agent, saved)
+        first, second = state.get_interruptions()
+        state.approve(first)
+        state.reject(second)
+        async with Recorder(session_name="hitl-two") as rec:
+            assert (await rec.run(agent, state)).final_output == "half done"
+        return rec
+
+    rec = asyncio.run(resume())
+    [exchange] = read_session(rec).messages
+    tools = [p for p in exchange.parts if p["type"] == "tool"]
+    decided = {p["state"]["metadata"]["resumePayload"]["callID"]: p["state"]["output"]
+               for p in tools if p["tool"] == "await_human"}
+    assert decided == {"call_a": {"status": "approved"},
+                       "call_b": {"status": "rejected",
+                                  "comment": "Tool execution was not approved."}}
+    calls = {p["callID"]: p["state"]["status"] for p in tools if p["tool"] == "delete_file"}
+    assert calls == {"call_a": "completed", "call_b": "error"}
+    assert rec.session_dir is not None
+    listed = listed_approval(rec.session_dir)
+    assert listed is not None and listed["status"] == "rejected"  # call_b's, the newest
