@@ -1,6 +1,7 @@
-"""What we write for failed runs and for subagent calls, against AgentUse 0.15's own files.
+"""What we write for failed runs, subagent calls and handoffs, against AgentUse 0.15's own
+files.
 
-Two shapes AgentUse writes that a reader of its tree (its ``sessions show``, its web view)
+Shapes AgentUse writes that a reader of its tree (its ``sessions show``, its web view)
 relies on, compared key by key, key ORDER included, with the fixture files AgentUse
 itself wrote (``tests/fixtures/agentuse-v0.15.0``):
 
@@ -8,7 +9,8 @@ itself wrote (``tests/fixtures/agentuse-v0.15.0``):
   and session.json's ``error`` object (``code, message, time``);
 - the parent's tool part of a subagent call (the ``-manager`` session's
   ``subagent__helper``): ``state.output = {output, metadata: {agent, toolCalls,
-  tokensUsed, duration}}`` and ``state.metadata.tokens``.
+  tokensUsed, duration}}`` and ``state.metadata.tokens``;
+- the ``info`` ``log`` part that names a handoff (the ``-tools`` session's log parts).
 
 Every recorded case runs the real ``agents.Runner`` with scripted models (the provider
 errors: the real OpenAI Responses model on a stand-in HTTP transport) through each way a
@@ -527,6 +529,32 @@ def test_a_summary_that_arrives_after_the_tool_part_closed_is_still_written(
         "tokensUsed": 10, "duration": 50}}
     assert state["time"] == {"start": 110, "end": 160}
     assert state["metadata"]["tokens"] == 10
+
+
+# -- 3. the log part that names a handoff --------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_handoff_log_part_has_agentuses_shape(mode: str, agentuse_fixture: Path) -> None:
+    """The handoff's ``log`` part has the keys, key order and JSON types of the ``info``
+    log parts AgentUse writes (its ``-tools`` session; ``LogPart``,
+    src/session/types.ts:391-401), so that its ``sessions show`` prints it as
+    ``  [INFO] message`` (src/cli/sessions.ts:1111-1117)."""
+    fixture = next(d for _, d in _raw_parts(_session_dir(agentuse_fixture, "tools"))
+                   if d["type"] == "log" and d["level"] == "info")
+    closer = Agent(name="Closer", model=model(final("closed"), name="gpt-4.1-mini"))
+    opener = Agent(name="Opener", handoffs=[closer], model=model(
+        tools_step(call("transfer_to_closer", {}))))
+    rec = Recorder(session_name=f"handoff-log-{mode}")
+    assert asyncio.run(run_in(mode, rec, opener, "close it")) == "closed"
+    assert rec.session_dir is not None
+    [log] = [d for _, d in _raw_parts(rec.session_dir) if d["type"] == "log"]
+    assert list(log) == list(fixture) == ["type", "level", "message", "time", *BASE]
+    assert list(log["time"]) == list(fixture["time"]) == ["start"]
+    for key in fixture:
+        assert type(log[key]) is type(fixture[key]), key
+    assert (log["level"], log["message"]) == (
+        "info", "Handoff: Opener → Closer (scripted:gpt-4.1-mini)")
 
 
 # -- our own readers -------------------------------------------------------------------------
