@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 
-from .agentuse_reader import SUBAGENT_DIR
 from .agentuse_writer import (
     FORMAT,
     AgentUseMessage,
@@ -43,12 +42,11 @@ from .events import (
     ToolStarted,
 )
 from .file_writes import WORKER
-from .liveness import RecordingLock
+from .liveness import RecordingLock, close_interrupted
 
 __all__ = ["REASONING_SLOTS", "TEXT_REWRITE_INTERVAL", "AgentUseSink"]
 
 # What a run's open parts say when a later run finds that its recorder is gone.
-INTERRUPTED = "interrupted: the recording process ended before the run did"
 # AgentUse's approval gate: a tool part of this name, ``pending`` with this resumePayload
 # kind while it waits (src/runner/stream.ts:776-797), is what its views show as an approval.
 APPROVAL_TOOL = "await_human"
@@ -282,7 +280,7 @@ class AgentUseSink:
             session = AgentUseSession.open(self.session_dir, self._writes)
             alone = self._lock.acquire()
             if alone and session.info.get("status") == "running" and "recorder" in session.info:
-                self._close_dead_exchange(session, event.at)
+                close_interrupted(session, event.at)
             session.info["model"] = event.agent.model
             session.info["format"] = FORMAT  # what this run writes
         else:
@@ -302,35 +300,6 @@ class AgentUseSink:
         session.info["recorder"] = {"pid": os.getpid(), "host": socket.gethostname(),
                                     "started": at}
         session.set_status("running", at=at)
-
-    def _close_dead_exchange(self, session: AgentUseSession, at: int) -> None:
-        """The session was left ``running`` by a recorder that is gone (killed, or its
-        machine stopped): its last exchange ends as interrupted, at ``at`` (when this run
-        found it): open tool parts fail, open text parts end, the exchange gets an error
-        and an ``error`` part (``INTERRUPTED``), and subagent sessions still running fail."""
-        message = AgentUseMessage.open_last(session)
-        if message is None or "completed" in message.info.get("time", {}) \
-                or message.info.get("assistant", {}).get("error"):
-            return
-        for part in message.open_parts("tool"):
-            state = part.fields.get("state")
-            if isinstance(state, dict) and state.get("status") in ("pending", "running"):
-                start = (state.get("time") or {}).get("start", at)
-                part.update(state={"status": "error", "input": state.get("input"),
-                                   "error": INTERRUPTED, "time": {"start": start, "end": at}})
-        for part in message.open_parts("text"):
-            times = part.fields.get("time")
-            if isinstance(times, dict) and "end" not in times:
-                part.update(time={**times, "end": at})
-        message.fail(INTERRUPTED, "Interrupted")
-        message.add_error(INTERRUPTED, code="INTERRUPTED", at=at)
-        subagents = session.directory / SUBAGENT_DIR
-        for directory in sorted(subagents.iterdir()) if subagents.is_dir() else []:
-            if (directory / "session.json").is_file():
-                child = AgentUseSession.open(directory, self._writes)
-                if child.info.get("status") == "running":
-                    child.set_status("error", at=at,
-                                     error={"code": "INTERRUPTED", "message": INTERRUPTED})
 
     def _subagent_started(self, event: SubagentStarted) -> None:
         parent = self._scopes[event.scope]

@@ -19,7 +19,6 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import pytest
 from agents import Agent
 from harness import REPO, Lines, now_ms, run_cli, wait_for
 from scripted import final, model, read_session, tool_parts
@@ -225,8 +224,6 @@ def test_a_dead_exchange_is_closed_as_interrupted_at_every_depth() -> None:
     assert interrupted_at_every_depth(load_session(directory)) == before
 
 
-@pytest.mark.xfail(strict=True, reason="storage/agentuse_sink.py closes the dead exchange "
-                   "itself, one level deep: it is to call liveness.close_interrupted")
 def test_the_next_run_closes_a_killed_recording_at_every_depth() -> None:
     directory = killed_in_a_nested_subagent()
     assert listed_status() == CRASHED
