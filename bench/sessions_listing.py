@@ -210,7 +210,7 @@ def make_session(index: int, paths: dict[str, Path], project: str
     _write(log_dir / f"{stem}.jsonl", b"".join(log_lines))
     _write(log_dir / f".{stem}.owner.json",
            dumps_compact({"user_id": user, "session_name": name}))
-    _write(directory / "tools.json", dumps_pretty({"tools": [
+    _write(directory / "tools.json", dumps_compact({"tools": [
         {"name": "search_places", "description": "Search places in a city.",
          "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}},
                          "required": ["city"]}}]}))

@@ -414,7 +414,7 @@ def _write_session(session: LoadedSession, info: dict[str, Any], messages: list[
     """One session directory of the fork, its exchanges, parts and subagents (whole)."""
     make_private_dir(directory)
     _write_json(directory / "session.json", info)
-    _write_json(directory / "tools.json", {"tools": session.tools})
+    atomic_write(directory / "tools.json", dumps_compact({"tools": session.tools}))  # as ours
     for message in messages:
         message_dir = make_private_dir(directory / ids[message.directory.name] / "part").parent
         _write_json(message_dir / "message.json", _renamed(message.info, ids))

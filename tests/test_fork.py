@@ -274,6 +274,8 @@ def test_a_fork_holds_turns_1_to_n_in_every_layout_and_the_original_is_untouched
     assert new.info["forkedFrom"] == {"sessionId": old.id,
                                       "messageId": old.messages[1].info["id"]}
     assert "recorder" not in new.info
+    # tools.json as the recorder writes it (compact: storage/agentuse_writer.py)
+    assert (new_dir / "tools.json").read_bytes() == (trip.session_dir / "tools.json").read_bytes()
     # every id is new: the original's appear only in forkedFrom
     old_ids = {m for p in files_under(trip.session_dir) for m in ULID.findall(p.read_bytes())}
     for path in files_under(new_dir):
