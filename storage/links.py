@@ -7,6 +7,7 @@ conversation, in any process, finds its AgentUse session again.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -92,7 +93,27 @@ def agentuse_dir_for(store_file: Path, user_id: str, session_name: str,
     Safe when two processes ask at once: the first insert wins and both get it.
     """
     with closing(_connect(store_file)) as conn:
-        new = safe_join(sessions_root, f"{new_ulid()}-{sanitize_agent_name(agent_name)}")
+        linked = conn.execute(_SELECT, (user_id, session_name)).fetchone()
+        if linked is not None:
+            return Path(linked[0])
+        name = f"{_short_id_unused(sessions_root)}-{sanitize_agent_name(agent_name)}"
         conn.execute(f"INSERT OR IGNORE INTO {LINKS_TABLE} VALUES (?, ?, ?)",
-                     (user_id, session_name, str(new)))
+                     (user_id, session_name, str(safe_join(sessions_root, name))))
         return Path(conn.execute(_SELECT, (user_id, session_name)).fetchone()[0])
+
+
+def _short_id_unused(sessions_root: Path) -> str:
+    """A new session id whose first 12 characters no session of the root starts with.
+
+    AgentUse shows and finds sessions by those 12 characters (``sessions list``, ``show``'s
+    prefix match: src/cli/sessions.ts:733, 1141-1156). This process's ids always differ
+    there (storage/ids.py); another recorder's session begun in the same millisecond may
+    not, so the root is looked at once, when a conversation gets its directory."""
+    try:
+        taken = {name[:12] for name in os.listdir(sessions_root)}
+    except OSError:  # no root yet: nothing to differ from
+        taken = set()
+    while True:
+        session_id = new_ulid()
+        if session_id[:12] not in taken:
+            return session_id

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Agent
 from harness import run_cli
 from scripted import call, final, model, read_session, tool_parts, tools_step
@@ -94,3 +95,25 @@ def test_a_forks_ids_differ_within_12_characters() -> None:
     ids = every_id(fork) + every_id(original)
     assert len(ids) == 2 * len(every_id(original))
     assert len({i[:12] for i in ids}) == len(ids)
+
+
+def test_a_new_conversation_takes_no_short_id_of_another_recorders_session(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process's session begun in the same millisecond may share its first 12
+    characters with this one's next id (ids of one process always differ there): a new
+    conversation's directory skips such an id (storage/links.py)."""
+    from sessiontape.storage import links
+    from sessiontape.storage.paths import project_key, sessions_root_for_key
+
+    root = sessions_root_for_key(project_key())
+    root.mkdir(parents=True)
+    other = "01M8DCF9XQF8" + "A" * 14  # another recorder's session, just begun
+    (root / f"{other}-planner").mkdir()
+    (root / f"{other}-planner" / "session.json").write_text(json.dumps({"id": other}))
+    issued = iter([other[:12] + "B" * 14, "01M8DCF9XQF9" + "C" * 14])
+    monkeypatch.setattr(links, "new_ulid", lambda: next(issued))
+    rec = Recorder("ann@example.com", "mine")
+    asyncio.run(rec.run(Agent(name="Planner", model=model(final("ok"))), "hi"))
+    assert rec.session_dir is not None
+    assert rec.session_dir.name == "01M8DCF9XQF9" + "C" * 14 + "-planner"
+    assert agentuse_matches(root, "01M8DCF9XQF8") == [other]
