@@ -20,6 +20,7 @@ from agents import (
 from agents.tool_context import ToolContext
 
 from sessiontape.storage.events import (
+    REJECTED,
     Event,
     PendingCall,
     RunFailed,
@@ -295,7 +296,7 @@ class RunScope:
             text, at = output_text(outputs[call.call_id]), now_ms()
             self.submit(ToolStarted(self.id, at, agent_name=agent, call_id=call.call_id,
                                     tool_name=call.tool_name, arguments=call.arguments))
-            self.submit(ToolFailed(self.id, at, call.call_id, f"rejected: {text}"))
+            self.submit(ToolFailed(self.id, at, call.call_id, f"{REJECTED}{text}"))
             self.submit(ToolFinished(self.id, at, agent_name=agent, call_id=call.call_id,
                                      tool_name=call.tool_name, output=text))
         self.pending.clear()

@@ -23,6 +23,7 @@ from .agentuse_writer import (
     DocumentWrites,
 )
 from .events import (
+    REJECTED,
     AgentInfo,
     Compacted,
     Event,
@@ -54,8 +55,6 @@ APPROVAL_KIND = "await_human"
 # How sessiontape 0.3 marked a call waiting for approval (the call's own part, pending);
 # still resumed from an old tree.
 OLD_APPROVAL_KIND = "tool_approval"
-# A rejected call's error, as the recorder reports it (recorder/scope.py, settle_pending).
-REJECTED = "rejected: "
 # A streamed text part is rewritten at most this often (seconds); its final text is exact.
 TEXT_REWRITE_INTERVAL = 0.25
 # Part ids set aside, before a streamed call's first text part, for that call's reasoning

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 __all__ = [
+    "REJECTED",
     "AgentEnded",
     "AgentInfo",
     "AgentStarted",
@@ -207,9 +208,15 @@ class ToolsListed(Event):
     tools: tuple[ToolInfo, ...]
 
 
+# The error of a call a human rejected (a ToolFailed's ``error``: this, then what the model
+# was told), which the sinks tell from a tool's own failure.
+REJECTED = "rejected: "
+
+
 @dataclass(frozen=True)
 class ToolFailed(Event):
-    """The tool ``call_id`` raised; its ToolFinished (with the model-facing text) follows."""
+    """The tool ``call_id`` raised (or was rejected: ``error`` starts with
+    :data:`REJECTED`); its ToolFinished (with the model-facing text) follows."""
 
     call_id: str
     error: str
