@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, Handoff, RunConfig, RunHooks, Runner, function_tool
+from agents import (
+    Agent,
+    Handoff,
+    RunConfig,
+    RunHooks,
+    Runner,
+    default_tool_error_function,
+    function_tool,
+)
 from agents.testing import ModelStep
 from harness import snapshot
 from scripted import (
@@ -36,6 +44,7 @@ from scripted import (
 )
 
 from sessiontape import Price, Recorder
+from sessiontape.sdk_compat import FORMATTER_SEES_TOOL_EXCEPTIONS
 from sessiontape.storage.paths import agentuse_sessions_root
 from sessiontape.storage.replay_log import log_path_for
 
@@ -226,7 +235,7 @@ def test_parallel_tool_calls_are_keyed_by_call_id(streamed: bool) -> None:
         '{"text":"slow","delay":0.15}', '{"text":"fast","delay":0.0}', '{"reason":"test"}']
     assert {(e["toolName"], e["result"]) for e in ends} == {
         ("echo", "SLOW"), ("echo", "FAST"),
-        ("kaboom", "An error occurred while running the tool. Please try again.")}
+        ("kaboom", default_tool_error_function(None, ValueError("kaboom")))}  # SDK's text
     assert [e["result"] for e in ends][-1] == "SLOW"  # the log keeps the real order
 
 
@@ -241,8 +250,13 @@ def test_a_user_tool_error_formatter_still_decides_the_model_text() -> None:
     agent = Agent(name="A", tools=[kaboom], model=model_)
     rec = Recorder(session_name="formatter")
     asyncio.run(rec.run(agent, "go", run_config=RunConfig(tool_error_formatter=formatter)))
-    assert seen == ["c_fmt"]
-    assert model_.calls[1].input[-1]["output"] == "custom: kaboom"
+    if FORMATTER_SEES_TOOL_EXCEPTIONS:
+        assert seen == ["c_fmt"]
+        assert model_.calls[1].input[-1]["output"] == "custom: kaboom"
+    else:  # before 0.24 the SDK gives the formatter no tool exception: its own text goes
+        assert seen == []
+        assert model_.calls[1].input[-1]["output"] == default_tool_error_function(
+            None, ValueError("kaboom"))
     [msg] = read_session(rec).messages
     assert tool_parts(msg)["c_fmt"]["state"]["error"] == "ValueError: kaboom"
 
@@ -394,8 +408,12 @@ def test_a_handoff_stays_in_the_same_exchange(streamed: bool) -> None:
     assert session.info["agent"]["name"] == "Triage"
     [msg] = session.messages
     assert [p["type"] for p in msg.parts] == [
-        "step-start", "step-finish", "agent", "step-start", "text", "step-finish"]
+        "step-start", "step-finish", "agent", "log", "step-start", "text", "step-finish"]
     assert parts(msg, "agent")[0]["name"] == "Specialist"  # the handoff, where it happened
+    # ... and said in a part AgentUse's own views print (test_recorded_features.py)
+    assert parts(msg, "log")[0]["message"] == \
+        "Handoff: Triage → Specialist (scripted:gpt-4.1-mini)"
+    assert session.info["model"] == "scripted:gpt-4.1-mini"  # the model that answered last
     assert msg.info["assistant"]["tokens"] == tokens(50, 10)
     assert parts(msg, "step-finish")[1]["cost"] == (30 * 0.40 + 6 * 1.60) / 1_000_000
     assert "completed" in msg.info["time"]
