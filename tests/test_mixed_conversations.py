@@ -126,6 +126,7 @@ class Mixed:
     shown_text: str
     searches: dict[str, list[dict[str, Any]]]
     usage_session: list[dict[str, Any]]
+    ledger_answers: list[str]
 
 
 # turn: (who, prompt, answer, tokens)
@@ -172,7 +173,17 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Mixed:
         searches = {word: cli_json("search", word)
                     for word in ("Lisbon", "Porto", "Faro", "Braga", "Evora")}
         usage_rows = cli_json("usage", "session")
-    _BUILT["mixed"] = Mixed(env, completed, listed, shown, text.stdout, searches, usage_rows)
+        ledger = base / "ledger.sqlite"
+        exported = run_cli("export", "--format", "ledger", "--out", ledger, "--session", NAME,
+                           env=env)
+        assert exported.returncode == 0, exported.stderr
+        with closing(sqlite3.connect(ledger)) as conn:
+            ledger_turns = conn.execute(
+                "SELECT m.content FROM agent_turns t JOIN agent_sessions s ON "
+                "s.id = t.session_id JOIN agent_messages m ON m.id = t.response_message_id "
+                "WHERE s.parent_session_id IS NULL ORDER BY t.timestamp").fetchall()
+    _BUILT["mixed"] = Mixed(env, completed, listed, shown, text.stdout, searches, usage_rows,
+                            [answer for (answer,) in ledger_turns])
     return _BUILT["mixed"]
 
 
@@ -182,6 +193,10 @@ def test_the_log_lists_the_turns_and_agentuse_adds_its_own(mixed: Mixed) -> None
     assert [t["text"] for t in turns] == [answer for _, _, answer, _ in TURNS]
     assert [t["source"] for t in turns] == ["log", "log", "log", "log", "agentuse"]
     assert mixed.listed["turns"] == 5
+
+
+def test_the_ledger_export_has_the_same_turns(mixed: Mixed) -> None:
+    assert mixed.ledger_answers == [answer for _, _, answer, _ in TURNS]
 
 
 def test_search_finds_every_turn_by_the_number_show_gives_it(mixed: Mixed) -> None:

@@ -97,7 +97,8 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Write recorded conversations into a new SQLite file in the Agents "
                     "Ledger's format: the tables agent_sessions (subagents included, linked "
                     "to the call that ran them), agent_messages, agent_turns and "
-                    "agent_tool_calls. Each conversation is read from its AgentUse tree, "
+                    "agent_tool_calls. Each conversation is read from its AgentUse tree "
+                    "with the turns of its replay log that tree lacks (skilled_crew's), "
                     "else from its replay log. The file is created 0600 and appears whole "
                     "or not at all.",
         epilog="Exit status: 0 written; 1 unknown --session, a named session with nothing "
