@@ -9,10 +9,10 @@ name of each top-level session).
 Each conversation is read from its AgentUse tree when it has one (ids, times, parts,
 subagents), with the turns of its JSONL replay log that name no exchange of the tree
 (skilled_crew's; :mod:`sessiontape.storage.timeline`), else from its log alone (turns; a
-subagent run is the steps that share a ``parentCallId``). Rows keep the layouts' ids (session ULIDs, part and exchange ids,
-call ids); a row without one, or whose id an earlier row of the export already took, gets
-a uuid5 of its file and position, so exporting the same conversations again gives the
-same ids.
+subagent run is the steps that share a ``parentCallId``). Rows keep the layouts' ids
+(session ULIDs, part and exchange ids, call ids); a row without one, or whose id an earlier
+row of the export already took, gets a uuid5 of its file and position, so exporting the
+same conversations again gives the same ids.
 
 The file is written as a temporary file beside ``out`` (0600) and renamed into place, so
 a failed export leaves nothing behind, and an existing file is only replaced with
