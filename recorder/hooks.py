@@ -38,7 +38,7 @@ from .describe import (
     watch_mcp_servers,
 )
 from .pricing import PriceTable
-from .sdk_compat import watch_handled_errors
+from .sdk_compat import formatter_misses_exceptions, watch_handled_errors
 from .writer import WRITER
 
 if TYPE_CHECKING:
@@ -139,7 +139,9 @@ class RecorderHooks(RunHooks[Any]):
             self.scope.untracked.setdefault(tool.name, []).append(call_id)
         self.scope.open_call(call_id)
         self.scope.pending.pop(call_id, None)  # approved: it runs
-        if agent.mcp_servers and is_mcp_tool(tool):  # the SDK tells no hook of its exception
+        # the SDK tells no hook (nor, before 0.24, the run's tool_error_formatter) of its
+        # exception
+        if (agent.mcp_servers and is_mcp_tool(tool)) or formatter_misses_exceptions(tool):
             watch_handled_errors(tool, note_tool_failure)
         self._emit(ToolStarted, agent_name=agent.name, call_id=call_id, tool_name=tool.name,
                    arguments=arguments)

@@ -1,22 +1,32 @@
-"""Every private detail of the Agents SDK that sessiontape relies on, in one place.
+"""Every private detail of the Agents SDK that sessiontape relies on, and every difference
+between the SDK releases it supports (openai-agents 0.21 to 0.24), in one place.
 
 The rest of the recorder uses the SDK's public API only. Each name here says what it
 reads; :func:`missing` lists what this SDK version lacks, and a test pins it, so an SDK
 upgrade that moves one of them fails one test instead of recording silently wrong.
+``.ci/sdk-range`` runs the recorder's tests on the oldest and the newest release.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from importlib.metadata import version
 from typing import Any
 
+from agents import ToolErrorFormatterArgs
 from agents.run import AgentRunner
 
-__all__ = ["SDK_VERSION", "cancel_requested", "missing", "prefixed_mcp_tool_names",
+__all__ = ["FORMATTER_SEES_TOOL_EXCEPTIONS", "SDK_VERSION", "cancel_requested",
+           "formatter_misses_exceptions", "missing", "prefixed_mcp_tool_names",
            "run_sync_with", "stored_exception", "watch_handled_errors"]
 
 SDK_VERSION = version("openai-agents")
+
+# Whether RunConfig.tool_error_formatter is given the exception of a function tool on the
+# SDK's default failure function (kind "tool_exception", with the exception as ``error``):
+# from 0.24 on. Before, the SDK sends the model its default message and tells no one.
+FORMATTER_SEES_TOOL_EXCEPTIONS = any(f.name == "error" for f in fields(ToolErrorFormatterArgs))
 
 
 def stored_exception(result: Any) -> BaseException | None:
@@ -59,18 +69,29 @@ def prefixed_mcp_tool_names(batches: list[tuple[int, Any, list[Any]]],
     return names if isinstance(names, dict) else {}
 
 
+def formatter_misses_exceptions(tool: Any) -> bool:
+    """Whether this SDK turns an exception of ``tool`` into the model's text without telling
+    ``tool_error_formatter``: a function tool on the default failure function (its private
+    ``_use_default_failure_error_function``) before 0.24. Such a tool's exceptions are heard
+    through :func:`watch_handled_errors` instead, as an MCP tool's are."""
+    return (not FORMATTER_SEES_TOOL_EXCEPTIONS
+            and getattr(tool, "_use_default_failure_error_function", False) is True)
+
+
 def watch_handled_errors(tool: Any, note: Callable[[Any, BaseException], None]) -> bool:
     """Have a ``FunctionTool``'s invoker call ``note(tool_context, exception)`` whenever it
     turns an exception of the tool into a message for the model (its failure function).
 
     The SDK tells ``tool_error_formatter`` of such an exception only for a tool on the
-    default failure function; the tools it makes of an MCP server's are given the agent's
-    (or the server's) failure function explicitly, so an MCP tool that raises (a server
-    that died, a transport error) reaches hooks as an ordinary result. The hook is the
+    default failure function, and only from 0.24 on (:func:`formatter_misses_exceptions`);
+    the tools it makes of an MCP server's are given the agent's (or the server's) failure
+    function explicitly, so an MCP tool that raises (a server that died, a transport
+    error) reaches hooks as an ordinary result. The hook is the
     invoker's private ``_on_handled_error``: it gets the exception and the call's
     ToolContext after the failure function ran, and what it did before (trace, log) it
-    still does. Only ``tool``'s own invoker changes: the SDK makes MCP tools afresh for
-    every turn. False when it cannot be done (another invoker, or already done).
+    still does. Only ``tool``'s own invoker changes (the SDK makes MCP tools afresh for
+    every turn; a function tool keeps the watch, which notes on the call's ToolContext
+    only). False when it cannot be done (another invoker, or already done).
     """
     invoker = getattr(tool, "on_invoke_tool", None)
     handled = getattr(invoker, "_on_handled_error", None)
@@ -90,16 +111,17 @@ def watch_handled_errors(tool: Any, note: Callable[[Any, BaseException], None]) 
 def missing() -> list[str]:
     """The private SDK names this module needs that this SDK version does not have."""
     import agents.tool
+    from agents import FunctionTool
     from agents.mcp import MCPUtil
     from agents.result import RunResultStreaming
 
     # MCPUtil's: the names the SDK gives MCP tools with include_server_in_tool_names
     # (describe.mcp_tools, for tools.json)
     wanted = [(AgentRunner, "_run_sync_impl"), (MCPUtil, "_build_prefixed_tool_name_overrides")]
-    fields = getattr(RunResultStreaming, "__dataclass_fields__", {})
+    streamed = getattr(RunResultStreaming, "__dataclass_fields__", {})
     gaps = [f"{owner.__name__}.{name}" for owner, name in wanted if not hasattr(owner, name)]
     gaps += [f"RunResultStreaming.{name}" for name in ("_stored_exception", "_cancel_mode")
-             if name not in fields]
+             if name not in streamed]
     invoker_type = getattr(agents.tool, "_FailureHandlingFunctionToolInvoker", None)
     try:  # what the SDK wraps every MCP tool's invocation in (watch_handled_errors)
         probe = invoker_type(_never_called, _never_called)  # type: ignore[misc]
@@ -107,6 +129,9 @@ def missing() -> list[str]:
         probe = None
     if not callable(getattr(probe, "_on_handled_error", None)):
         gaps.append("_FailureHandlingFunctionToolInvoker._on_handled_error")
+    if not FORMATTER_SEES_TOOL_EXCEPTIONS and "_use_default_failure_error_function" not in {
+            f.name for f in fields(FunctionTool)}:  # formatter_misses_exceptions, before 0.24
+        gaps.append("FunctionTool._use_default_failure_error_function")
     return gaps
 
 

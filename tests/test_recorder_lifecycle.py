@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 import pytest
-from agents import Agent, RunHooks, Runner, function_tool
+from agents import Agent, RunHooks, Runner, default_tool_error_function, function_tool
 from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
 from harness import REPO, run
 from scripted import (
@@ -31,7 +31,12 @@ from scripted import (
 from sessiontape import Recorder
 from sessiontape.recorder import RecorderBusyError, RecorderClosedError
 from sessiontape.runner import install
-from sessiontape.sdk_compat import SDK_VERSION, missing
+from sessiontape.sdk_compat import (
+    FORMATTER_SEES_TOOL_EXCEPTIONS,
+    SDK_VERSION,
+    formatter_misses_exceptions,
+    missing,
+)
 from sessiontape.storage.item_store import ItemStore
 
 
@@ -390,6 +395,28 @@ def test_sdk_private_details_are_all_present() -> None:
     """sessiontape.sdk_compat holds every private SDK name it relies on; an SDK upgrade
     that moves one fails here."""
     assert missing() == [], f"openai-agents {SDK_VERSION}"
+
+
+def test_what_differs_between_sdk_releases_is_told_apart() -> None:
+    """sdk_compat tells the supported releases apart by what they do: from 0.24 the SDK
+    gives ``tool_error_formatter`` the exception of a tool on its default failure function;
+    before, such a tool's invoker is watched instead. A tool with a failure function of its
+    own is watched by neither (docs/recording.md, "Limits")."""
+
+    @function_tool
+    def plain() -> str:
+        """Fail."""
+        raise ValueError("plain")
+
+    @function_tool(failure_error_function=default_tool_error_function)
+    def own() -> str:
+        """Fail."""
+        raise ValueError("own")
+
+    since_024 = tuple(int(part) for part in SDK_VERSION.split(".")[:2]) >= (0, 24)
+    assert since_024 == FORMATTER_SEES_TOOL_EXCEPTIONS, SDK_VERSION
+    assert formatter_misses_exceptions(plain) != since_024, SDK_VERSION
+    assert not formatter_misses_exceptions(own)
 
 
 def test_sinks_are_set_up_off_the_event_loop() -> None:
