@@ -122,16 +122,27 @@ def _exchange_times(exchange: Exchange) -> tuple[int | None, int | None]:
     return min(times, default=None), exchange.completed or max(times, default=None)
 
 
+_TOKEN_KEYS = ("inputTokens", "outputTokens", "cachedTokens", "reasoningTokens")
+
+
 def _model_calls(exchange: Exchange, agent: str | None, turn: int) -> Iterator[tuple[Any, ...]]:
-    """The exchange's model calls; without any listed (AgentUse's own trees), one for the
-    exchange's totals when it has them."""
+    """The exchange's model calls; one more for what its totals (``message.json``) hold
+    beyond them: all of it in AgentUse's own trees, which list no calls, and the calls
+    AgentUse added when it continued one of ours (``run --session-id`` carries on the
+    session's first exchange, its tokens added to the totals, no call listed:
+    src/runner/preparation.ts:115-143, src/runner/run.ts:103). So the catalog's usage is
+    the totals ``sessions list`` and ``show`` sum."""
     calls = [(c.agent, c.model, c.tokens, c.cost, c.at) for c in exchange.model_calls]
-    if not calls and exchange.usage is not None:
-        calls = [(agent, exchange.model, exchange.usage, exchange.usage["cost"],
-                  _exchange_times(exchange)[1])]
+    if exchange.usage is not None:
+        rest = {key: (exchange.usage.get(key) or 0) - sum(int(c[2].get(key) or 0)
+                                                          for c in calls)
+                for key in _TOKEN_KEYS}
+        cost = exchange.usage["cost"] - sum(c[3] for c in calls)
+        if not calls or any(n > 0 for n in rest.values()) or cost > 1e-12:
+            calls.append((agent, exchange.model, {k: max(n, 0) for k, n in rest.items()},
+                          max(cost, 0.0), _exchange_times(exchange)[1]))
     for who, model, tokens, cost, at in calls:
-        yield (turn, who or agent, model, *(int(tokens.get(key) or 0) for key in (
-            "inputTokens", "outputTokens", "cachedTokens", "reasoningTokens")),
+        yield (turn, who or agent, model, *(int(tokens.get(key) or 0) for key in _TOKEN_KEYS),
                float(cost), at or _exchange_times(exchange)[1])
 
 

@@ -922,6 +922,7 @@ class TurnView:
     parts: list[dict[str, Any]] | None = None
     subagents: list[SubagentView] = field(default_factory=list)
     items: list[Any] | None = None
+    continued: list[dict[str, Any]] | None = None  # parts another tool added to its exchange
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -943,6 +944,8 @@ class TurnView:
             data["subagents"] = [s.to_json() for s in self.subagents]
         if self.items is not None:
             data["items"] = self.items
+        if self.continued:
+            data["continued"] = self.continued
         return data
 
 
@@ -1001,6 +1004,26 @@ def conversation_turns(turns: list[Turn], session: LoadedSession | None
     pairs = align([_turn_key(t) for t in turns], [_exchange_key(m) for m in session.messages],
                   session.id)
     return [(None if t is None else turns[t], e) for t, e in pairs]
+
+
+_SHOWN_PARTS = ("text", "reasoning", "tool", "error")
+
+
+def _continued(turn: Turn, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parts of a turn's exchange that began after the turn ended: what another tool
+    added to it (AgentUse's ``run --session-id`` carries on a session's first exchange:
+    src/runner/preparation.ts:115-143), which the log does not hold."""
+    ended = iso_to_ms(turn.ended) if turn.complete and turn.ended else None
+    if ended is None:
+        return []
+    return [part for part in parts if part.get("type") in _SHOWN_PARTS
+            and (_part_start(part) or 0) > ended]
+
+
+def _part_start(part: dict[str, Any]) -> int | None:
+    times = _json_object(part.get("time")) or \
+        _json_object(_json_object(part.get("state")).get("time"))
+    return _ms(times.get("start"))
 
 
 def _log_usage(turn: Turn | None) -> tuple[Usage | None, Usage | None]:
@@ -1186,6 +1209,7 @@ def show_session(info: SessionInfo, *, full: bool = False,
                     found = exchanges[index]
                     view.message_id, view.usage, view.usage_main = \
                         found.message_id, found.usage, found.usage_main
+                    view.continued = _continued(turn, found.parts or [])
                 else:
                     view.usage, view.usage_main = _log_usage(turn)
                 views.append(view)

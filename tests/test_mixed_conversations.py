@@ -4,18 +4,20 @@ skilled_crew and sessiontape share a conversation through its store pair and rep
 each appends its turns to the log (skilled_crew 1.0.11 writes ``user_message``, steps and
 ``final_result``, with none of the keys sessiontape adds; its ``final_result`` records no
 usage). sessiontape also records its own turns as exchanges of an AgentUse tree, and AgentUse
-0.15 continues that tree alone (``agentuse run --session-id``: ``SessionManager.createMessage``
-writes ``{messageID}/message.json`` and ``updateSession`` bumps ``time.updated``,
-src/session/manager.ts). So the log is the conversation's list of turns, the tree adds detail
-(parts, tokens) to the turns sessiontape recorded, and an exchange no log turn names
-(AgentUse's own) is a turn of its own. Every reader (list, show, search, usage) numbers the
-turns and sums the usage by that one rule.
+0.15 continues that tree alone (``agentuse run --session-id``: it carries on the session's
+first exchange, adding its parts and its tokens to that exchange's totals, and bumps
+``time.updated``: src/runner/preparation.ts:115-143, src/runner/run.ts:95-110). So the log
+is the conversation's list of turns, the tree adds detail (parts, tokens) to the turns
+sessiontape recorded, and what AgentUse added belongs to the turn whose exchange it
+continued. Every reader (list, show, search, usage, the Ledger export) numbers the turns and
+sums the usage by that one rule (storage/timeline.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
@@ -89,28 +91,28 @@ def sessiontape_turn(prompt: str, answer: str, tokens: tuple[int, int]) -> Path:
     return directory
 
 
-def agentuse_exchange(directory: Path, prompt: str, answer: str,
-                      tokens: tuple[int, int]) -> int:
-    """An exchange AgentUse 0.15 appends to a session it continues (``--session-id``):
-    message.json with its tokens and cost, a ``text`` part, ``session.json`` updated
-    (src/session/manager.ts ``createMessage``, ``addPart``, ``updateSession``). Returns the
-    exchange's completion time."""
+def agentuse_continues(directory: Path, answer: str, tokens: tuple[int, int]) -> int:
+    """AgentUse 0.15 continuing the session (``agentuse run --session-id``): it carries on
+    the session's first exchange (``getPrimaryMessage``, src/runner/preparation.ts:115-143,
+    src/session/manager.ts:633-637), adds its parts there, its tokens to the exchange's
+    totals (``addAssistantTokens(priorTokens, ...)``, src/runner/run.ts:95-110), sets
+    ``time.completed``, and bumps ``session.json``'s ``time.updated``; it records no prompt
+    and no new exchange. Returns its completion time."""
     session = json.loads((directory / "session.json").read_text())
-    created = next_millisecond()
+    first = sorted(p.parent for p in directory.glob("*/message.json"))[0]
+    message = json.loads((first / "message.json").read_text())
+    started = next_millisecond()
     completed = next_millisecond()
-    message_id = new_ulid()
-    (directory / message_id / "part").mkdir(parents=True, mode=0o700)
-    message = {"id": message_id, "sessionID": session["id"],
-               "time": {"created": created, "completed": completed},
-               "user": {"prompt": {"task": prompt}},
-               "assistant": {"modelID": "demo:welcome", "providerID": "demo", "mode": "build",
-                             "cost": 0.5, "tokens": {"input": tokens[0], "output": tokens[1],
-                                                     "reasoning": 0,
-                                                     "cache": {"read": 0, "write": 0}}}}
-    (directory / message_id / "message.json").write_text(json.dumps(message, indent=2))
-    part = {"type": "text", "text": answer, "time": {"start": created, "end": completed},
-            "id": new_ulid(), "sessionID": session["id"], "messageID": message_id}
-    (directory / message_id / "part" / f"{part['id']}.json").write_text(json.dumps(part))
+    for part in ({"type": "log", "level": "debug", "message": "Resuming session",
+                  "time": {"start": started}},
+                 {"type": "text", "text": answer, "time": {"start": started, "end": completed}}):
+        part.update(id=new_ulid(), sessionID=session["id"], messageID=message["id"])
+        (first / "part" / f"{part['id']}.json").write_text(json.dumps(part, indent=2))
+    held = message["assistant"]["tokens"]
+    held["input"] += tokens[0]
+    held["output"] += tokens[1]
+    message["time"]["completed"] = completed
+    (first / "message.json").write_text(json.dumps(message, indent=2))
     session["time"]["updated"] = completed
     session["status"] = "completed"
     (directory / "session.json").write_text(json.dumps(session, indent=2))
@@ -157,7 +159,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Mixed:
                 directory = sessiontape_turn(prompt, answer, tokens)
             else:
                 assert directory is not None and tokens is not None
-                completed = agentuse_exchange(directory, prompt, answer, tokens)
+                completed = agentuse_continues(directory, answer, tokens)
             # The catalog follows each turn (a refresh per command), not only a first build.
             assert run_cli("sessions", "list", env=env).returncode == 0
 
@@ -181,28 +183,42 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Mixed:
             ledger_turns = conn.execute(
                 "SELECT m.content FROM agent_turns t JOIN agent_sessions s ON "
                 "s.id = t.session_id JOIN agent_messages m ON m.id = t.response_message_id "
-                "WHERE s.parent_session_id IS NULL ORDER BY t.timestamp").fetchall()
+                "WHERE s.parent_session_id IS NULL ORDER BY t.rowid").fetchall()
     _BUILT["mixed"] = Mixed(env, completed, listed, shown, text.stdout, searches, usage_rows,
                             [answer for (answer,) in ledger_turns])
     return _BUILT["mixed"]
 
 
-def test_the_log_lists_the_turns_and_agentuse_adds_its_own(mixed: Mixed) -> None:
-    """Five turns, in the order written: the log's four, AgentUse's exchange last."""
+# The log's turns; AgentUse's continuation is in the tree's first exchange: log turn 2's.
+LOGGED = [answer for who, _, answer, _ in TURNS if who != "agentuse"]
+EVORA = TURNS[-1][2]
+
+
+def test_the_log_lists_the_turns_and_agentuse_continues_the_first_exchange(mixed: Mixed
+                                                                            ) -> None:
+    """Four turns, in the order logged; what AgentUse added to the tree's first exchange
+    (sessiontape's first turn, the log's turn 2) is shown with that turn."""
     turns = mixed.shown["turns"]
-    assert [t["text"] for t in turns] == [answer for _, _, answer, _ in TURNS]
-    assert [t["source"] for t in turns] == ["log", "log", "log", "log", "agentuse"]
-    assert mixed.listed["turns"] == 5
+    assert [t["text"] for t in turns] == LOGGED
+    assert [t["source"] for t in turns] == ["log"] * 4
+    assert [[p["text"] for p in t.get("continued", [])] for t in turns] == \
+        [[], [EVORA], [], []]
+    turn_2 = mixed.shown_text.split("\nTurn 2 ", 1)[1].split("\nTurn 3 ", 1)[0]
+    assert f"(continued in its AgentUse exchange)\nagent> {EVORA}\n" in turn_2
+    assert mixed.listed["turns"] == 4
 
 
 def test_the_ledger_export_has_the_same_turns(mixed: Mixed) -> None:
-    assert mixed.ledger_answers == [answer for _, _, answer, _ in TURNS]
+    assert len(mixed.ledger_answers) == 4
+    assert [mixed.ledger_answers[i] for i in (0, 2, 3)] == [LOGGED[i] for i in (0, 2, 3)]
+    assert mixed.ledger_answers[1] in (LOGGED[1], EVORA)
 
 
 def test_search_finds_every_turn_by_the_number_show_gives_it(mixed: Mixed) -> None:
     """A turn only skilled_crew logged is found (issue 23 item 7), and every hit's turn is
-    the turn ``sessions show`` numbers, not the tree exchange's index."""
-    for number, word in enumerate(("Lisbon", "Porto", "Faro", "Braga", "Evora"), 1):
+    the turn ``sessions show`` numbers, not the tree exchange's index; AgentUse's answer is
+    in the turn whose exchange it continued."""
+    for word, number in (("Lisbon", 1), ("Porto", 2), ("Faro", 3), ("Braga", 4), ("Evora", 2)):
         hits = [h for h in mixed.searches[word] if h["session"] == NAME
                 and h["kind"] == "answer"]
         assert [h["turn"] for h in hits] == [number], (word, mixed.searches[word])
@@ -211,19 +227,21 @@ def test_search_finds_every_turn_by_the_number_show_gives_it(mixed: Mixed) -> No
 
 def test_usage_sits_on_the_turns_that_recorded_it(mixed: Mixed) -> None:
     """skilled_crew's turns record no usage: they show none, and each sessiontape turn shows
-    its own exchange's tokens (issue 23 item 8: an exchange belongs to the log turn that
-    names it, never to a turn another tool wrote)."""
+    its own exchange's tokens, AgentUse's added to the exchange it continued (issue 23 item
+    8: an exchange belongs to the log turn that names it, never to a turn another tool
+    wrote)."""
     usages = [t["usage"] for t in mixed.shown["turns"]]
     assert usages[0] is None and usages[2] is None
-    assert [(u["input"], u["output"]) for u in (usages[1], usages[3], usages[4])] == \
-        [(100, 20), (200, 40), (70, 7)]
+    assert [(u["input"], u["output"]) for u in (usages[1], usages[3])] == \
+        [(100 + 70, 20 + 7), (200, 40)]
     assert [t["agentuse_message_id"] is not None for t in mixed.shown["turns"]] == \
-        [False, True, False, True, True]
+        [False, True, False, True]
 
 
 def test_one_rule_for_the_conversations_usage(mixed: Mixed) -> None:
-    """list, show and ``usage session`` give the same totals, AgentUse's exchange included,
-    and the last activity is AgentUse's exchange (issue 23 item 6)."""
+    """list, show and ``usage session`` give the same totals, AgentUse's tokens included
+    (it lists no model call of its own: the catalog counts what the exchange's totals hold
+    beyond the calls listed), and the last activity is AgentUse's (issue 23 item 6)."""
     tokens = 100 + 20 + 200 + 40 + 70 + 7
     assert mixed.listed["tokens"] == tokens
     assert mixed.shown["usage"]["tokens"] == tokens
@@ -232,3 +250,28 @@ def test_one_rule_for_the_conversations_usage(mixed: Mixed) -> None:
     assert row["input_tokens"] + row["output_tokens"] == tokens
     assert row["cost"] == pytest.approx(mixed.listed["cost"])
     assert mixed.listed["last_ms"] == mixed.agentuse_completed
+
+
+def test_an_exchange_whose_log_lines_were_lost_is_a_turn_of_its_own(isolated_env: Path) -> None:
+    """The recorder writes the tree and the log apart: a log that lost a turn (a full disk
+    when its lines were written, a log cut by hand) leaves that turn in the tree alone.
+    It stays a turn, in its place, with its usage, in list, show and search alike."""
+    env = dict(os.environ)
+    directory = sessiontape_turn("first question", "first answer about Sintra", (10, 2))
+    kept = _log(env).read_bytes()
+    sessiontape_turn("second question", "second answer about Tavira", (30, 4))
+    _log(env).write_bytes(kept)  # the second turn's lines are lost
+
+    def cli_json(*args: str) -> Any:
+        done = run_cli(*args, "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    (listed,) = [s for s in cli_json("sessions", "list") if s["session_name"] == NAME]
+    shown = cli_json("sessions", "show", NAME)
+    assert [(t["source"], t["text"]) for t in shown["turns"]] == [
+        ("log", "first answer about Sintra"), ("agentuse", "second answer about Tavira")]
+    assert shown["turns"][1]["agentuse_message_id"] == sorted(
+        p.parent.name for p in directory.glob("*/message.json"))[1]
+    assert listed["turns"] == 2 and listed["tokens"] == 10 + 2 + 30 + 4
+    assert [h["turn"] for h in cli_json("search", "Tavira") if h["kind"] == "answer"] == [2]

@@ -175,6 +175,11 @@ def print_session(found: SessionInfo, where: Locations, *, full: bool, as_json: 
             lines = render_turns([turn.turn], color=style.reset != "")
         for text in lines:
             print(text)
+        if turn.continued:
+            print(f"{style.dim}(continued in its AgentUse exchange){style.reset}")
+            for part in turn.continued:
+                for text in _part_lines(part, style, ""):
+                    print(text)
         for text in _usage_line(turn, style, ""):
             print(text)
     if view.archived is not None:
