@@ -34,7 +34,7 @@ Listing rules (also in ``sessiontape sessions list --help`` and docs/cli.md):
   ``sessiontape/...``), ``agentuse`` for a tree session without them,
   ``skilled_crew`` for store rows and logs without them;
 * turns come from the log, each with the AgentUse exchange it names, and the
-  exchanges no log turn names (AgentUse continuing the session) are turns of their
+  exchanges no log turn names (a turn whose log lines were lost) are turns of their
   own (:mod:`sessiontape.storage.timeline`); without a log, the AgentUse exchanges
   are the turns; without either, the user messages among the stored items;
 * a turn's tokens and cost are its exchange's ``message.json`` totals with those of

@@ -2,9 +2,10 @@
 
 The log is the conversation's list of turns: sessiontape and skilled_crew both append every
 turn they run to it. The tree adds detail (parts, tokens, subagents) to the turns sessiontape
-recorded, and may hold exchanges of its own (AgentUse continuing the session with
-``--session-id`` writes the tree alone). :func:`align` pairs them by one rule, used by every
-reader (``sessions list`` and ``show``, the catalog's search and usage, the exports):
+recorded (and AgentUse, continuing the session with ``--session-id``, adds its own to the
+session's first exchange), and may hold an exchange no log turn names (a turn whose log
+lines were lost). :func:`align` pairs them by one rule, used by every reader (``sessions
+list`` and ``show``, the catalog's search and usage, the exports):
 
 * a log turn is paired only with an exchange it names: its ``user_message`` carries the
   tree's session id (``sessionId``, which sessiontape writes since format 1); a turn that
