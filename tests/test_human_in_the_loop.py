@@ -188,18 +188,24 @@ def test_a_new_recorder_resumes_from_a_saved_state() -> None:
 
     saved = asyncio.run(pause())
 
-    async def resume() -> Recorder:
-        state = await RunState.from_string(agent, saved)
-        state.approve(state.get_interruptions()[0])
-        async with Recorder(session_name="hitl-later") as rec:
-            assert (await rec.run(agent, state)).final_output == "all done"
-        return rec
-
-    rec = asyncio.run(resume())
+    rec = approve_in_a_new_recorder(agent, saved, "hitl-later")
     assert read_session(rec).info["status"] == "completed"
     check_decided(rec, "approve")
     [turn] = read_turns(rec)
     assert turn.complete and turn.text == "all done"
+
+
+def approve_in_a_new_recorder(agent: Agent[Any], saved: str, session_name: str) -> Recorder:
+    """Approve the first waiting call of a saved RunState and resume it in a new Recorder,
+    as a process other than the one that paused would."""
+    async def resume() -> Recorder:
+        state = await RunState.from_string(agent, saved)
+        state.approve(state.get_interruptions()[0])
+        async with Recorder(session_name=session_name) as rec:
+            assert (await rec.run(agent, state)).final_output == "all done"
+        return rec
+
+    return asyncio.run(resume())
 
 
 def test_a_wait_written_by_sessiontape_0_3_is_resumed() -> None:
@@ -227,14 +233,7 @@ def test_a_wait_written_by_sessiontape_0_3_is_resumed() -> None:
         "id": gate["id"], "sessionID": gate["sessionID"], "messageID": gate["messageID"]},
         indent=2))
 
-    async def resume() -> Recorder:
-        state = await RunState.from_string(agent, saved)
-        state.approve(state.get_interruptions()[0])
-        async with Recorder(session_name="hitl-old") as rec:
-            assert (await rec.run(agent, state)).final_output == "all done"
-        return rec
-
-    rec = asyncio.run(resume())
+    rec = approve_in_a_new_recorder(agent, saved, "hitl-old")
     assert read_session(rec).info["status"] == "completed"
     [(name, part)] = tool_parts(rec).items()
     assert (name, part["id"], part["callID"]) == ("delete_file", gate["id"], "call_delete")

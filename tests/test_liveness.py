@@ -35,7 +35,8 @@ from sessiontape.storage.liveness import (
 
 USER, NAME = "live@example.com", "killed"
 
-WAITING = textwrap.dedent(f"""
+# A script's start: a tool that never returns, after printing "waiting".
+WAITS_FOREVER = textwrap.dedent("""
     import asyncio, sys
     sys.path.insert(0, "tests")
     from agents import Agent, function_tool
@@ -48,7 +49,9 @@ WAITING = textwrap.dedent(f"""
         print("waiting", flush=True)
         await asyncio.sleep(3600)
         return "never"
+""")
 
+WAITING = WAITS_FOREVER + textwrap.dedent(f"""
     async def main():
         rec = Recorder(user_id={USER!r}, session_name={NAME!r})
         agent = Agent(name="A", tools=[wait_forever], model=model(
@@ -134,20 +137,7 @@ def test_a_session_without_a_recorder_keeps_its_status(tmp_path: Path) -> None:
 
 
 # Top asks Middle (an ``Agent.as_tool`` subagent), which asks Leaf, whose tool never returns.
-NESTED = textwrap.dedent(f"""
-    import asyncio, sys
-    sys.path.insert(0, "tests")
-    from agents import Agent, function_tool
-    from scripted import call, final, model, tools_step
-    from sessiontape import Recorder
-
-    @function_tool
-    async def wait_forever() -> str:
-        \"\"\"Never returns.\"\"\"
-        print("waiting", flush=True)
-        await asyncio.sleep(3600)
-        return "never"
-
+NESTED = WAITS_FOREVER + textwrap.dedent(f"""
     async def main():
         leaf = Agent(name="Leaf", tools=[wait_forever], model=model(
             tools_step(call("wait_forever", {{}}, "c_wait")), final("never")))
