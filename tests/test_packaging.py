@@ -36,7 +36,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     environment's setuptools (the test extra): an isolated build would download setuptools
     from PyPI every time."""
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
     for folder in FOLDERS:
         shutil.copytree(REPO / folder, source / folder,
@@ -89,6 +89,30 @@ def test_the_console_script_points_into_sessiontape(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         entry_points = archive.read(f"sessiontape-{__version__}.dist-info/entry_points.txt")
     assert "sessiontape = sessiontape.cli:main" in entry_points.decode()
+
+
+def test_the_wheel_is_mit_licensed_with_its_license_file(wheel: Path) -> None:
+    """The metadata says MIT (an SPDX expression) and names the license file, which the
+    wheel carries as the checkout has it."""
+    dist_info = f"sessiontape-{__version__}.dist-info"
+    with zipfile.ZipFile(wheel) as archive:
+        headers = archive.read(f"{dist_info}/METADATA").decode().split("\n\n", 1)[0]
+        license_text = archive.read(f"{dist_info}/licenses/LICENSE").decode()
+    assert {"License-Expression: MIT", "License-File: LICENSE"} <= set(headers.splitlines())
+    assert license_text == (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert license_text.startswith("MIT License\n\nCopyright (c) 2026 the sessiontape authors\n")
+
+
+def test_the_wheel_is_the_changelogs_newest_release(wheel: Path) -> None:
+    """The wheel's version is CHANGELOG.md's newest release (its first numbered heading;
+    `Unreleased` comes before it)."""
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    releases = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", changelog, re.M)
+    assert changelog.index("## [Unreleased]") < changelog.index(f"## [{releases[0]}]")
+    with zipfile.ZipFile(wheel) as archive:
+        headers = archive.read(f"sessiontape-{__version__}.dist-info/METADATA").decode()
+    assert f"Version: {releases[0]}" in headers.split("\n\n", 1)[0].splitlines()
+    assert wheel.name.startswith(f"sessiontape-{releases[0]}-")
 
 
 def test_the_installed_wheel_imports_and_runs(installed: Path, tmp_path: Path) -> None:
