@@ -38,7 +38,7 @@ __all__ = [
 WRITER_VERSION = f"sessiontape/{__version__}"
 # The tree's format, in session.json's ``format``: what a reader dispatches on (AgentUse's
 # own sessions have no such key; docs/formats.md, "Format versions").
-FORMAT = "sessiontape-agentuse/1"
+FORMAT = "sessiontape-agentuse/2"
 MAX_DETAIL = 4000  # characters of an error's ``detail`` kept (AgentUse's cap)
 Encoder = Callable[[Any], bytes]  # a document as a file's bytes
 

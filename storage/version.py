@@ -1,3 +1,3 @@
 """The one place the sessiontape version is written."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

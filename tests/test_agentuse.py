@@ -56,7 +56,7 @@ def test_session_json_golden_bytes(tmp_path: Path) -> None:
     "created": {T0},
     "updated": {T0}
   }},
-  "format": "sessiontape-agentuse/1"
+  "format": "sessiontape-agentuse/2"
 }}"""
 
 

@@ -148,7 +148,7 @@ def test_each_artefact_declares_its_format_and_names_the_others() -> None:
     asyncio.run(rec.run(Agent(name="A", model=model(final("hi"))), "hello"))
     session = read_session(rec)
     info = json.loads((session.directory / "session.json").read_bytes())
-    assert info["format"] == "sessiontape-agentuse/1"
+    assert info["format"] == "sessiontape-agentuse/2"
     assert info["conversation"] == {"user": rec.user_id, "name": "self-describing",
                                     "log": str(rec.log_path)}
     assert info["recorder"]["pid"] == os.getpid()
