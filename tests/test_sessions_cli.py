@@ -386,7 +386,7 @@ def test_colour_only_on_a_terminal_without_no_color(world: World) -> None:
 
 def test_help_and_closed_pipe(world: World) -> None:
     assert "usage: sessiontape sessions list" in world.ok("help_list").stdout
-    assert "INCLUDING its subagents" in " ".join(world.ok("help_list").stdout.split())
+    assert "INCLUDING the subagents it ran" in " ".join(world.ok("help_list").stdout.split())
     piped = world.results["closed_pipe"]
     assert piped.stderr == "", piped.stderr
 
