@@ -86,7 +86,7 @@ __all__ = [
     "default_catalog_path",
 ]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output", "error")
 GROUPS = ("daily", "monthly", "session", "model", "agent")

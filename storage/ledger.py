@@ -12,7 +12,8 @@ subagents), with the turns of its JSONL replay log that name no exchange of the 
 subagent run is the steps that share a ``parentCallId``). Rows keep the layouts' ids
 (session ULIDs, part and exchange ids, call ids); a row without one, or whose id an earlier
 row of the export already took, gets a uuid5 of its file and position, so exporting the
-same conversations again gives the same ids.
+same conversations again gives the same ids. Models are spelled as the log spells them,
+``provider/model``, whichever layout they are read from (:func:`reported_model`).
 
 The file is written as a temporary file beside ``out`` (0600) and renamed into place, so
 a failed export leaves nothing behind, and an existing file is only replaced with
@@ -40,6 +41,7 @@ from .json_style import dumps_compact, loads
 from .liveness import reported_status
 from .log_entries import step_failed, step_of
 from .log_reader import LogEntry, SessionLogReader, Turn, group_turns
+from .names import reported_model
 from .timeline import ExchangeKey, TurnKey, align
 from .times import iso_to_ms
 
@@ -292,6 +294,11 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _model(value: Any) -> str | None:
+    """A model as it is reported, whichever layout spells it (:func:`reported_model`)."""
+    return reported_model(_str(value))
+
+
 def _int(value: Any) -> int | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value)
@@ -408,7 +415,7 @@ class _TreeReader:
         self.loaded = loaded
         self.agent = _str(_obj(info.get("agent")).get("name"))
         self.session = _Session(
-            str(loaded.directory), _str(info.get("id")), source, _str(info.get("model")),
+            str(loaded.directory), _str(info.get("id")), source, _model(info.get("model")),
             _str(_obj(info.get("project")).get("root")),
             _int(_obj(info.get("time")).get("created")),
             agentic=bool(loaded.tools), agent=self.agent)
@@ -431,7 +438,7 @@ class _TreeReader:
         times = _obj(info.get("time"))
         created = _int(times.get("created"))
         assistant = _obj(info.get("assistant"))
-        exchange = _Exchange(preferred=_str(info.get("id")), model=_str(assistant.get("modelID")),
+        exchange = _Exchange(preferred=_str(info.get("id")), model=_model(assistant.get("modelID")),
                              completed=_int(times.get("completed")))
         system = assistant.get("system")
         exchange.messages += [_Message("system", text, created, {"kind": "system"})
@@ -455,13 +462,13 @@ class _TreeReader:
         for part in parts:
             kind = part.get("type")
             if kind == "step-start":
-                agent, model = _str(part.get("agent")) or agent, _str(part.get("model")) or model
+                agent, model = _str(part.get("agent")) or agent, _model(part.get("model")) or model
             elif kind == "step-finish":
                 tokens = _tokens(_obj(part.get("tokens")))
                 self.session.context_used = _context(tokens)
                 times = _obj(part.get("time"))
                 exchange.model_calls.append(ModelCall(
-                    _str(part.get("agent")) or agent, _str(part.get("model")) or model, tokens,
+                    _str(part.get("agent")) or agent, _model(part.get("model")) or model, tokens,
                     _number(part.get("cost")), _int(times.get("end")) or _int(times.get("start"))))
             if kind in _SKIPPED_PARTS or not isinstance(kind, str):
                 continue
@@ -568,7 +575,7 @@ class _LogReader:
                 if step is not None:
                     self._step(step, at)
         exchange = self.scope.exchange
-        exchange.model = _str(turn.model) or exchange.model
+        exchange.model = _model(turn.model) or exchange.model
         self.main.model = exchange.model or self.main.model
         if turn.complete and turn.text:
             self.scope.answer(turn.text, exchange.completed)
@@ -602,7 +609,7 @@ class _LogReader:
 
     def _model_call(self, data: dict[str, Any], at: int | None) -> None:
         scope = self._scope_of(data, at)
-        agent, model = _str(data.get("agentName")) or scope.agent, _str(data.get("model"))
+        agent, model = _str(data.get("agentName")) or scope.agent, _model(data.get("model"))
         tokens = _obj(data.get("usage"))
         scope.exchange.add_usage(tokens, data.get("cost"))
         scope.exchange.model_calls.append(ModelCall(agent, model, tokens,

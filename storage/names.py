@@ -1,4 +1,5 @@
-"""Names that become path segments: the two sanitizers and the safe join.
+"""Names: those that become path segments (the two sanitizers and the safe join), and
+the one spelling a model is reported in (:func:`reported_model`).
 
 * AgentUse agent names (``{sessionID}-{agentName}`` directories).
 * Skillet log names (``{user}/{session}.jsonl``), where skilled_crew can yield
@@ -28,6 +29,7 @@ __all__ = [
     "digest",
     "not_a_link",
     "old_log_name",
+    "reported_model",
     "safe_join",
     "sanitize_agent_name",
     "sanitize_log_name",
@@ -99,6 +101,20 @@ def old_log_name(name: str) -> str:
     """The log name sessiontape 0.2 and 0.3 gave ``name``: :func:`sanitize_log_name`'s,
     but cut (and hashed) over :data:`MAX_NAME` characters, where skilled_crew does not cut."""
     return _log_name(name, MAX_NAME)
+
+
+def reported_model(model: str | None) -> str | None:
+    """A model as every report spells it, from either layout: the replay log's
+    ``provider/model`` (skilled_crew's, kept as it is) or AgentUse's ``provider:model``,
+    whose first ``:`` becomes ``/`` when a provider (no ``/`` in it) comes before it. So
+    ``litellm:openrouter/meta-llama/llama-3`` and ``ollama:llama3:8b`` keep the rest of
+    their name; a model without a provider (``gpt-4.1``, ``meta-llama/llama-3``) is as
+    written."""
+    if model:
+        provider, colon, rest = model.partition(":")
+        if colon and provider and "/" not in provider:
+            return f"{provider}/{rest}"
+    return model
 
 
 def default_session_name(now: datetime | None = None) -> str:

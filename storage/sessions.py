@@ -82,6 +82,7 @@ from .log_owners import (
     owner_record_path,
 )
 from .log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
+from .names import reported_model
 from .paths import Locations, SkilletPaths, agentuse_sessions_root
 from .tables import (
     ARCHIVE_TABLE,
@@ -1089,7 +1090,7 @@ def _exchange_turn(message: LoadedMessage, agent: str | None) -> Turn:
     model = _json_object(message.info.get("assistant")).get("modelID")
     return Turn(prompt_text(message), steps,
                 {"text": text or (INCOMPLETE_TURN if completed is None else "")},
-                model if isinstance(model, str) else None, completed is not None,
+                reported_model(model) if isinstance(model, str) else None, completed is not None,
                 ms_to_iso(_ms(times.get("created"))) or "", ms_to_iso(completed) or "")
 
 

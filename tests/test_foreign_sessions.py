@@ -32,6 +32,7 @@ from harness import EXECUTABLE, isolated_environ, run, run_many, snapshot
 from scripted import call, final, model, run_agent, tools_step, usage
 
 from sessiontape import Recorder
+from sessiontape.storage.names import reported_model
 from sessiontape.storage.paths import project_hash
 
 # Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
@@ -386,7 +387,8 @@ def test_show_agentuse_session_json(world: World) -> None:
     assert turn["agentuse_message_id"] == message["id"]
     assert {p["id"] for p in turn["parts"]} == {p["id"] for p in tools.parts[message["id"]]}
     assert turn["user_input"] == message["user"]["prompt"]["task"]
-    assert turn["model"] == message["assistant"]["modelID"] and turn["complete"] is True
+    assert turn["model"] == reported_model(message["assistant"]["modelID"]) == \
+        "anthropic/claude-haiku-4-5" and turn["complete"] is True
     ends = [s for s in turn["steps"] if s["type"] == "agent_tool_end"]
     assert [s.get("status") for s in ends].count("error") == 1
     assert turn["usage"]["input"] == message["assistant"]["tokens"]["input"]

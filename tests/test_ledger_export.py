@@ -37,6 +37,7 @@ from sessiontape.storage.ledger import (
     export_ledger,
 )
 from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.names import reported_model
 from sessiontape.storage.paths import SkilletPaths
 
 # Its module fixture builds once per worker: keep its tests together (--dist loadgroup).
@@ -406,7 +407,8 @@ def test_usage_comes_from_the_exchanges_and_their_model_calls(world: World) -> N
     for turn, exchange in zip(turns, tree.messages, strict=True):
         tokens = exchange.info["assistant"]["tokens"]
         assert turn["token_count"] == tokens["input"] + tokens["output"]
-        assert turn["model"] == exchange.info["assistant"]["modelID"] == "scripted:gpt-4.1"
+        assert exchange.info["assistant"]["modelID"] == "scripted:gpt-4.1"
+        assert turn["model"] == "scripted/gpt-4.1"  # as the log spells it
         assert turn["timestamp"] == exchange.info["time"]["completed"]
         (response,) = query(db, "SELECT * FROM agent_messages WHERE id = ?",
                             turn["response_message_id"])
@@ -423,7 +425,7 @@ def test_usage_comes_from_the_exchanges_and_their_model_calls(world: World) -> N
     assert main["created_at"] == tree.info["time"]["created"]
     assert (main["workspace_path"], main["project"]) == (tree.info["project"]["root"],
                                                          Path(tree.info["project"]["root"]).name)
-    assert main["is_agentic"] == 1 and main["model"] == tree.info["model"]
+    assert main["is_agentic"] == 1 and main["model"] == reported_model(tree.info["model"])
     for sub in query(db, SUBAGENTS, main["id"]):
         (turn,) = query(db, "SELECT * FROM agent_turns WHERE session_id = ?", sub["id"])
         assert turn["token_count"] == 10 + 5 + 3 + 1 and turn["parent_turn_id"] is None

@@ -20,6 +20,7 @@ from scripted import call, final, model, read_session, tools_step, usage
 from sessiontape import Price, Recorder
 from sessiontape.storage import log_entries, times
 from sessiontape.storage.agentuse_reader import LoadedSession
+from sessiontape.storage.names import reported_model
 from sessiontape.storage.paths import SkilletPaths
 
 PRICES = {"model-main": Price(2.0, 0.5, 8.0), "model-sub": Price(1.0, 0.25, 4.0)}
@@ -155,15 +156,15 @@ def test_usage_totals_equal_the_trees_step_finish_sums(recorded: list[Recorder])
             for message in session.messages:
                 for part in message.parts:
                     if part["type"] == "step-finish":
-                        totals = tree[part["model"]]
+                        totals = tree[reported_model(part["model"])]
                         totals[0] += part["tokens"]["input"]
                         totals[1] += part["tokens"]["output"]
                         totals[2] += part["cost"]
     done = run_cli("usage", "model", "--json")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
-    assert {row["model"] for row in rows} == set(tree) == {"scripted:model-main",
-                                                            "scripted:model-sub"}
+    assert {row["model"] for row in rows} == set(tree) == {"scripted/model-main",
+                                                            "scripted/model-sub"}
     for row in rows:
         assert [row["input_tokens"], row["output_tokens"]] == tree[row["model"]][:2]
         assert row["cost"] == pytest.approx(tree[row["model"]][2]) and row["cost"] > 0

@@ -203,7 +203,9 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "usage", help=VERBS["usage"].help,
         description="Input, output, cached and reasoning tokens and cost (USD) of every "
                     "recorded model call, summed per day or month (UTC), session, model or "
-                    "agent. Answered from the catalog, which is brought up to date first.")
+                    "agent. A model is spelled provider/model, as the replay log spells it, "
+                    "whichever layout recorded the call (AgentUse's tree: provider:model). "
+                    "Answered from the catalog, which is brought up to date first.")
     usage.add_argument("group", choices=GROUPS)
     usage.add_argument("--since", type=_when, default=None, metavar="WHEN",
                        help="calls since WHEN (10m, 2h, 1d, or an ISO time)")
