@@ -10,6 +10,7 @@ everywhere: no layout normalises, so neither may share the other's file.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import unicodedata
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 from agents import Agent
+from harness import EXECUTABLE, isolated, run, run_many
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted import final, model, read_session, read_turns, run_agent, store_items
@@ -231,3 +233,120 @@ def test_an_empty_session_name_is_refused() -> None:
     with pytest.raises(ValueError, match="empty"):
         Recorder("ann", "")
     assert Recorder("ann").session_name.startswith("session_")
+
+
+# -- the command line --------------------------------------------------------------------
+
+# A user, a conversation, an agent, a tool and a model whose names hold a newline, a tab
+# and an escape sequence: each is one cell of one line in every table, escaped.
+CLI_USER, CLI_SESSION = "ann\tx\x1b[31m", "a\nb\tc\x1b[31md"
+CLI_AGENT, CLI_TOOL, CLI_MODEL = "Helper\n\x1b[31m", "look\tup\x1b[2J", "m\n\x1b[31mx"
+HOSTILE_AGENT = f'''
+import os
+
+from agents import Agent, function_tool
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+
+_ID = os.getpid()
+
+
+class Model(ScriptedModel):
+    model = {CLI_MODEL!r}
+
+
+@function_tool(name_override={CLI_TOOL!r})
+def look_up() -> str:
+    return "found it"
+
+
+def agent():
+    return Agent(name={CLI_AGENT!r}, tools=[look_up], model=Model([
+        ModelStep(output=[function_call({CLI_TOOL!r}, {{}}, call_id=f"c_{{_ID}}",
+                                        item_id=f"fc_{{_ID}}")], response_id=f"r1_{{_ID}}"),
+        ModelStep(output=[assistant_message("the answer", item_id=f"m_{{_ID}}")],
+                  response_id=f"r2_{{_ID}}"),
+    ]))
+'''
+
+
+def escaped(name: str) -> str:
+    """How text output shows a name: every control character as a ``\\x..`` escape."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 else c for c in name)
+
+
+@pytest.fixture(scope="module")
+def hostile_cli(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two runs and a chat turn of the hostile conversation, then every reader's output."""
+    base = tmp_path_factory.mktemp("hostile-cli")
+    (base / "hostile_agent.py").write_text(HOSTILE_AGENT)
+    names = ["--user-email", CLI_USER, "--session-name", CLI_SESSION,
+             "--agent", "hostile_agent:agent"]
+    with isolated(base, NO_COLOR="1") as env:
+        done = {"new": run([EXECUTABLE, "run", *names, "first"], env=env, cwd=base),
+                "continued": run([EXECUTABLE, "run", *names, "second"], env=env, cwd=base),
+                "chat": run([EXECUTABLE, "chat", *names], env=env, cwd=base, stdin="third\n")}
+        readers = {
+            "list": ["sessions", "list"], "list-json": ["sessions", "list", "--json"],
+            "show": ["sessions", "show", CLI_SESSION],
+            "search": ["search", "found"], "search-json": ["search", "found", "--json"],
+            "usage-session": ["usage", "session"], "usage-agent": ["usage", "agent"],
+            "usage-model": ["usage", "model"], "usage-json": ["usage", "session", "--json"],
+            "stream": ["log", "stream", "--no-follow", "--steps"],
+        }
+        done.update(run_many({key: [EXECUTABLE, *args] for key, args in readers.items()}, env))
+    for key, process in done.items():
+        assert process.returncode == 0, (key, process.stderr)
+    return done
+
+
+def test_names_with_controls_are_one_escaped_line_in_every_table(
+        hostile_cli: dict[str, Any]) -> None:
+    """sessions list, search and usage: one row per conversation, hit or group, whatever
+    its names hold; no escape character reaches the terminal; --json keeps the names."""
+    user, session = escaped(CLI_USER), escaped(CLI_SESSION)
+    for key, process in hostile_cli.items():
+        assert "\x1b" not in process.stdout + process.stderr, key
+    header, row = hostile_cli["list"].stdout.splitlines()
+    assert header.startswith("NAME ")
+    assert row.startswith(f"{session}  {user}  ") and " 3  " in row
+    hits = hostile_cli["search"].stdout.splitlines()
+    assert len(hits) == 3
+    assert all(hit.startswith(f"{user}/{session}  turn ") for hit in hits)
+    assert all(f"tool_output {escaped(CLI_TOOL)}: " in hit for hit in hits)
+    for group, key in (("session", f"{user}/{session}"), ("agent", escaped(CLI_AGENT)),
+                       ("model", escaped(f"custom/{CLI_MODEL}"))):
+        lines = hostile_cli[f"usage-{group}"].stdout.splitlines()
+        assert len(lines) == 3 and lines[1].startswith(f"{key}  "), lines
+        assert lines[2].startswith("total ")
+    shown = hostile_cli["show"].stdout.splitlines()
+    assert shown[0].startswith(f"{session}  user {user}  ")
+    agent, tool = escaped(CLI_AGENT), escaped(CLI_TOOL)
+    assert f"agent: {agent}  status: completed" in shown
+    streamed = hostile_cli["stream"].stdout.splitlines()
+    for lines in (shown, [line.split("] ", 1)[-1] for line in streamed]):
+        assert lines.count(f"  · agent {agent} starts") == 3
+        assert lines.count(f"  · {agent} calls {tool}({{}})") == 3
+        assert lines.count(f"agent> ({escaped(f'custom/{CLI_MODEL}')}) the answer") == 3
+    (listed,) = json.loads(hostile_cli["list-json"].stdout)
+    assert (listed["user_id"], listed["session_name"]) == (CLI_USER, CLI_SESSION)
+    found = json.loads(hostile_cli["search-json"].stdout)
+    assert {(hit["user"], hit["session"], hit["tool"]) for hit in found} == {
+        (CLI_USER, CLI_SESSION, CLI_TOOL)}
+    (used,) = json.loads(hostile_cli["usage-json"].stdout)
+    assert (used["user"], used["session"], used["calls"]) == (CLI_USER, CLI_SESSION, 6)
+
+
+def test_run_and_chat_name_the_conversation_on_one_escaped_line(
+        hostile_cli: dict[str, Any]) -> None:
+    user, session = escaped(CLI_USER), escaped(CLI_SESSION)
+    new, continued, chat = (hostile_cli[key] for key in ("new", "continued", "chat"))
+    for process in (new, continued, chat):
+        assert "\x1b" not in process.stdout + process.stderr
+    assert new.stderr.splitlines()[0] == (
+        f"sessiontape: new conversation {session} of {user} (agent {CLI_AGENT!r} on "
+        f"{escaped(CLI_MODEL)}); continue it with --session-name {session}")
+    assert continued.stderr.splitlines()[0].startswith(
+        f"sessiontape: continuing {session} of {user} (1 earlier turn; ")
+    assert chat.stderr.splitlines()[0].startswith(
+        f"sessiontape: continuing {session} of {user} (2 earlier turns; ")
+    assert "agent> the answer" in chat.stdout.splitlines()

@@ -179,7 +179,7 @@ def test_run_again_replays_the_earlier_turn_before_the_new_answer(runs: Any) -> 
     assert first.returncode == 0, first.stderr
     assert second.returncode == 0, second.stderr
     assert first.stdout == LISBON + "\n"
-    assert "continuing trip" in second.stderr and "1 earlier turns" in second.stderr
+    assert "continuing trip" in second.stderr and "(1 earlier turn;" in second.stderr
     out = second.stdout
     order = [out.index("user> Plan a day in Lisbon"),
              out.index("Trip planner calls get_weather"),

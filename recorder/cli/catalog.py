@@ -15,6 +15,7 @@ from typing import Any
 from sessiontape.storage.catalog import (
     GROUPS,
     KINDS,
+    SCHEMA_VERSION,
     SNIPPET_END,
     SNIPPET_START,
     Catalog,
@@ -23,6 +24,7 @@ from sessiontape.storage.catalog import (
     SearchSyntaxError,
     UsageRow,
     default_catalog_path,
+    stored_schema,
 )
 from sessiontape.storage.paths import Locations
 from sessiontape.storage.times import ms_to_iso, parse_since
@@ -72,8 +74,8 @@ def _hit_line(hit: SearchHit, style: Style) -> str:
                       for n, piece in enumerate(pieces.split(SNIPPET_START)))
     where = f"{hit.user}/{hit.session}" if hit.user else hit.session
     turn = f"turn {hit.turn}" if hit.turn is not None else "turn ?"
-    kind = hit.kind + (f" {hit.tool}" if hit.tool else "")
-    label = f"{style.cyan}{printable(where)}{style.reset}"
+    kind = printable(hit.kind + (f" {hit.tool}" if hit.tool else ""), one_line=True)
+    label = f"{style.cyan}{printable(where, one_line=True)}{style.reset}"
     return f"{label}  {turn}  {style.dim}{kind}:{style.reset} {snippet}"
 
 
@@ -111,7 +113,8 @@ def _usage_json(row: UsageRow, group: str) -> dict[str, Any]:
 
 def _usage_table(rows: list[UsageRow], group: str) -> list[str]:
     header = [GROUP_KEYS[group], "calls", "input", "output", "cached", "reasoning", "cost"]
-    cells = [[printable(f"{r.user}/{r.key}" if group == "session" and r.user else r.key),
+    cells = [[printable(f"{r.user}/{r.key}" if group == "session" and r.user else r.key,
+                        one_line=True),
               str(r.calls), f"{r.input_tokens:,}", f"{r.output_tokens:,}",
               f"{r.cached_tokens:,}", f"{r.reasoning_tokens:,}", f"${r.cost:.4f}"]
              for r in rows]
@@ -142,12 +145,25 @@ def cmd_usage(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_catalog(args: argparse.Namespace) -> int:
-    """``catalog path``: where the catalog is; ``catalog refresh [--full]``: bring it up to
-    date now and say what that did."""
-    if args.action == "path":
-        print(printable(str(default_catalog_path())))
+def cmd_catalog_path(args: argparse.Namespace) -> int:
+    """``catalog path``: where the catalog is (``--json``: whether it exists, its size and
+    schema version too)."""
+    path = default_catalog_path()
+    if not args.json:
+        print(printable(str(path)))
         return EXIT_OK
+    try:
+        size: int | None = path.stat().st_size
+    except OSError:
+        size = None
+    print_json({"path": str(path), "exists": size is not None, "size": size,
+                "schema_version": stored_schema(path)})
+    return EXIT_OK
+
+
+def cmd_catalog_refresh(args: argparse.Namespace) -> int:
+    """``catalog refresh [--full]``: bring the catalog up to date now and say what that
+    did."""
     where = Locations.resolve(project_root=args.project)
     try:
         with Catalog() as catalog:
@@ -227,12 +243,26 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "with no item stored, AgentUse continuing an old session sessiontape "
                     "logged), which otherwise shows within some refreshes (docs/formats.md, "
                     "'Catalog').")
-    catalog.add_argument("action", choices=("refresh", "path"))
-    catalog.add_argument("--full", action="store_true",
+    actions = catalog.add_subparsers(dest="catalog_verb", metavar="SUBCOMMAND", required=True)
+    refresh = actions.add_parser(
+        "refresh", help="bring the catalog up to date now and say what that did",
+        description="Bring the catalog up to date now and say what that did: the "
+                    "conversations it holds, those read again and those dropped.")
+    refresh.add_argument("--full", action="store_true",
                          help="state every log and every file of every tree, not only "
                               "the recent ones")
-    project_option(catalog)
-    catalog.add_argument("--json", action="store_true",
+    project_option(refresh)
+    refresh.add_argument("--json", action="store_true",
                          help="an object: path, conversations, reindexed, dropped, listed, "
                               "store_pairs, rebuilt, problems")
-    catalog.set_defaults(handler=cmd_catalog)
+    refresh.set_defaults(handler=cmd_catalog_refresh)
+    path = actions.add_parser(
+        "path", help="where the catalog is",
+        description=f"Where the catalog is (a cache: deleting it loses nothing). Reads only; "
+                    f"makes no catalog. This sessiontape's catalog schema is "
+                    f"{SCHEMA_VERSION}: a catalog of an older one is rebuilt, one of a "
+                    f"newer one is not used.")
+    path.add_argument("--json", action="store_true",
+                      help="an object: path, exists, size (bytes; null without a file), "
+                           "schema_version (the file's; null without a catalog there)")
+    path.set_defaults(handler=cmd_catalog_path)

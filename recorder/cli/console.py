@@ -21,6 +21,7 @@ __all__ = [
     "Style",
     "cost_text",
     "eprint",
+    "plural",
     "print_json",
     "printable",
     "project_option",
@@ -33,8 +34,10 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 # C0 and C1 controls but newline and tab (what a recorded text could use to act on a
-# terminal), and lone surrogates (a text read from a JSON escape, which no terminal encodes).
+# terminal), and lone surrogates (a text read from a JSON escape, which no terminal encodes);
+# for a text that must stay on its line (a name), newline and tab too.
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_UNPRINTABLE_IN_LINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -42,11 +45,17 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def printable(text: str) -> str:
+def printable(text: str, *, one_line: bool = False) -> str:
     """``text`` with control characters shown as ``\\x1b`` escapes, never acted on by the
     terminal (recorded names and outputs may hold escape sequences), and lone surrogates as
-    ``\\ud800``; keeps newlines and tabs."""
-    return _UNPRINTABLE.sub(_escape, text)
+    ``\\ud800``; keeps newlines and tabs, but with ``one_line`` (a name in a table cell or
+    a message line) shows them as ``\\x0a`` and ``\\x09`` too."""
+    return (_UNPRINTABLE_IN_LINE if one_line else _UNPRINTABLE).sub(_escape, text)
+
+
+def plural(count: int, word: str) -> str:
+    """``1 turn``, ``2 turns``: ``count`` and ``word``, with an ``s`` unless it is one."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def use_color(stream: TextIO | None = None) -> bool:

@@ -29,6 +29,8 @@ from .console import (
     EXIT_USAGE,
     Style,
     eprint,
+    plural,
+    printable,
     use_color,
 )
 
@@ -61,24 +63,26 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
         try:
             agent = load_agent(args.agent)
         except AgentLoadError as exc:
-            eprint(f"sessiontape {verb}: --agent {args.agent}: {exc}")
+            eprint(printable(f"sessiontape {verb}: --agent {args.agent}: {exc}"))
             return EXIT_USAGE
     source = AgentSource(agent, model=args.model)
     session_name = args.session_name or default_session_name()
     conversation = Conversation(source, user_id=args.user_email, session_name=session_name,
                                 stream=stream, color=use_color(), prefix=prefix)
+    name, user, described = (printable(text, one_line=True) for text in
+                             (session_name, args.user_email, source.describe()))
     if conversation.earlier:
-        eprint(f"sessiontape: continuing {session_name} of {args.user_email} "
-               f"({len(conversation.earlier)} earlier turns; {source.describe()})")
+        eprint(f"sessiontape: continuing {name} of {user} "
+               f"({plural(len(conversation.earlier), 'earlier turn')}; {described})")
     else:
-        eprint(f"sessiontape: new conversation {session_name} of {args.user_email} "
-               f"({source.describe()}); continue it with --session-name {session_name}")
+        eprint(f"sessiontape: new conversation {name} of {user} "
+               f"({described}); continue it with --session-name {name}")
     return conversation
 
 
 def _failure(verb: str, error: BaseException) -> None:
-    eprint(f"sessiontape {verb}: the run failed: {type(error).__name__}: {error} "
-           "(recorded as failed)")
+    eprint(printable(f"sessiontape {verb}: the run failed: {type(error).__name__}: {error} "
+                     "(recorded as failed)"))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -197,11 +201,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
                         eprint("sessiontape chat: compaction cancelled")
                         continue
                     except Exception as exc:
-                        eprint(f"sessiontape chat: compaction failed: {type(exc).__name__}: {exc}")
+                        eprint(printable("sessiontape chat: compaction failed: "
+                                         f"{type(exc).__name__}: {exc}"))
                         continue
                     out.line(describe_compaction(info, stored))
                 else:
-                    eprint(f"sessiontape chat: unknown command {command} (/help lists them)")
+                    eprint(printable(f"sessiontape chat: unknown command {command} "
+                                     "(/help lists them)"))
                 continue
             try:
                 outcome = run_interruptible(loop, conversation.ask(line))

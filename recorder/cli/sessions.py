@@ -73,10 +73,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     style = Style(use_color())
     header = ["NAME", "USER", "TURNS", "ITEMS", "TOKENS", "COST", "LAST ACTIVITY", "AGENTUSE DIR"]
-    rows = [[printable(info["session_name"]), printable(info["user_id"] or "-"),
+    rows = [[printable(info["session_name"], one_line=True),
+             printable(info["user_id"] or "-", one_line=True),
              str(info["turns"]), str(info["items"]),
              "-" if info["tokens"] is None else str(info["tokens"]), cost_text(info["cost"]),
-             _local_time(info["last_ms"]), printable(info["agentuse_dir"] or "-")]
+             _local_time(info["last_ms"]), printable(info["agentuse_dir"] or "-", one_line=True)]
             for info in sessions]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     numeric = {2, 3, 4, 5}

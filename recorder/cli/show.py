@@ -142,8 +142,8 @@ def print_session(found: SessionInfo, where: Locations, *, full: bool, as_json: 
         return EXIT_OK
     style = Style(use_color())
     info = found
-    print(f"{style.bold}{printable(info.session_name)}{style.reset}  "
-          f"user {printable(_user(info))}  "
+    print(f"{style.bold}{printable(info.session_name, one_line=True)}{style.reset}  "
+          f"user {printable(_user(info), one_line=True)}  "
           f"{info.turns} turns  {info.items} items"
           + (f" (+{info.archived} archived)" if info.archived else "")
           + f"  origin {info.origin}")
@@ -152,7 +152,8 @@ def print_session(found: SessionInfo, where: Locations, *, full: bool, as_json: 
     print(printable(f"log: {info.log_path or '-'}"))
     print(printable(f"agentuse: {info.agentuse_dir or '-'}"))
     if info.agent is not None or info.status is not None:
-        print(printable(f"agent: {info.agent or '-'}  status: {info.status or '-'}"))
+        print(printable(f"agent: {info.agent or '-'}  status: {info.status or '-'}",
+                        one_line=True))
     if isinstance(view.error, dict):
         code = f" ({view.error['code']})" if view.error.get("code") else ""
         print(f"{style.red}error{printable(str(code))}: "

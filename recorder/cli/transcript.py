@@ -60,10 +60,11 @@ def render_turns(turns: Iterable[Turn], *, color: bool = False,
         for step in turn.steps if steps else ():
             what = describe_step(step)
             if what is not None:
-                yield f"{red if step_failed(step) else dim}  · {printable(what)}{reset}"
-        model = f"({turn.model}) " if turn.model else ""
+                yield f"{red if step_failed(step) else dim}  · {printable(what, one_line=True)}" \
+                      f"{reset}"
+        model = f"({printable(turn.model, one_line=True)}) " if turn.model else ""
         suffix = "" if turn.complete else f" {dim}[incomplete]{reset}"
-        yield f"agent> {printable(model + turn.text)}{suffix}"
+        yield f"agent> {model}{printable(turn.text)}{suffix}"
 
 
 # -- log stream's lines ------------------------------------------------------------
@@ -73,10 +74,10 @@ def render_turns(turns: Iterable[Turn], *, color: bool = False,
 _UNDESCRIBED_STEPS = frozenset(("text", "agent_end"))
 
 
-def _printable(text: str) -> str:
+def _printable(text: str, *, one_line: bool = False) -> str:
     """:func:`printable`, quicker for the usual text: ``str.isprintable()`` is False for
     every character that escapes (all are in Unicode's category Cc)."""
-    return text if text.isprintable() else printable(text)
+    return text if text.isprintable() else printable(text, one_line=one_line)
 
 
 class EntryFormatter:
@@ -139,8 +140,8 @@ class EntryFormatter:
             final = data.get("finalResult")
             text = final.get("text", "") if isinstance(final, dict) else (final or "")
             model = data.get("model")
-            model = f"({model}) " if model else ""
-            return f"{self._stamp(data)} {self._bold}agent>{reset} {_printable(model + str(text))}"
+            model = f"({_printable(str(model), one_line=True)}) " if model else ""
+            return f"{self._stamp(data)} {self._bold}agent>{reset} {model}{_printable(str(text))}"
         step = step_of(kind, data) if self.steps else None
         if step is None or step.get("type") in _UNDESCRIBED_STEPS:
             return None
@@ -148,7 +149,7 @@ class EntryFormatter:
         if what is None:
             return None
         style = self._red if step_failed(step) else self._dim
-        return f"{self._stamp(data)} {style}  · {_printable(what)}{reset}"
+        return f"{self._stamp(data)} {style}  · {_printable(what, one_line=True)}{reset}"
 
     def _stamp(self, data: dict[str, Any]) -> str:
         return f"{self._dim}[{_printable(str(data.get('timestamp', '')))}]{self._reset}"
