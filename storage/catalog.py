@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import platformdirs
 
-from .db import connect, tables
+from .db import connect, connect_readonly, tables
 from .json_style import dumps_compact, loads
 from .paths import Locations
 from .search_query import fts5_problem, fts5_query
@@ -84,6 +84,7 @@ __all__ = [
     "SearchSyntaxError",
     "UsageRow",
     "default_catalog_path",
+    "stored_schema",
 ]
 
 SCHEMA_VERSION = 11
@@ -104,6 +105,7 @@ DEEP_SLICE = 32  # trees wholly stated per refresh beyond the live and the hot o
 DEEP_BUDGET_NS = 5_000_000
 HEAD_SLICE = 512  # quiet heads stated per refresh (the store shows their turns)
 COMMIT_EVERY = 500  # conversations read per transaction: a long build killed keeps its work
+BUSY_TIMEOUT_S = 5.0  # how long a call waits for another process's write
 _UNKNOWN = -2
 _MISSING = -1
 
@@ -270,6 +272,23 @@ def default_catalog_path() -> Path:
     return Path(platformdirs.user_cache_dir("sessiontape")) / "catalog.sqlite"
 
 
+def _schema_version(conn: sqlite3.Connection) -> int:
+    """The schema version a catalog's ``meta`` table holds (0: none readable)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row and str(row[0]).isdigit() else 0
+
+
+def stored_schema(path: Path) -> int | None:
+    """The schema version of the catalog at ``path``, read without changing it; None when
+    there is no file or it is not a catalog (which the next refresh rebuilds)."""
+    conn = connect_readonly(path, timeout=BUSY_TIMEOUT_S)
+    if conn is None:
+        return None
+    with closing(conn), suppress(sqlite3.Error):
+        return _schema_version(conn) or None
+    return None
+
+
 def _ms(value: int | datetime | None) -> int | None:
     """A time as Unix ms (a datetime, or ms already)."""
     if isinstance(value, datetime):
@@ -411,7 +430,7 @@ class Catalog:
     manager, or :meth:`close` it.
     """
 
-    def __init__(self, path: Path | None = None, *, busy_timeout: float = 5.0,
+    def __init__(self, path: Path | None = None, *, busy_timeout: float = BUSY_TIMEOUT_S,
                  deep_slice: int = DEEP_SLICE, head_slice: int = HEAD_SLICE,
                  commit_every: int = COMMIT_EVERY) -> None:
         self.path = Path(path) if path is not None else default_catalog_path()
@@ -487,9 +506,7 @@ class Catalog:
                          (str(SCHEMA_VERSION),))
             self._rebuilt = True
             return True
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
-            if "meta" in names else None
-        version = int(row[0]) if row and str(row[0]).isdigit() else 0
+        version = _schema_version(conn) if "meta" in names else 0
         if version > SCHEMA_VERSION:
             raise CatalogUnavailable(
                 f"catalog {self.path} has schema version {version}, newer than this "

@@ -152,3 +152,29 @@ def test_catalog_refresh_and_path(two: None) -> None:
                           "0 dropped\n"
     path = run_cli("catalog", "path")
     assert path.stdout == f"{default_catalog_path()}\n"
+
+
+def test_catalog_path_as_json_and_its_own_help(two: None) -> None:
+    """``catalog path --json`` says where the catalog is, whether it exists, its size and
+    schema; ``catalog path --help`` is path's help, not refresh's."""
+    catalog = default_catalog_path()
+    before = run_cli("catalog", "path", "--json")
+    assert (before.returncode, before.stderr) == (0, "")
+    assert json.loads(before.stdout) == {"path": str(catalog), "exists": False, "size": None,
+                                         "schema_version": None}
+    assert run_cli("catalog", "refresh").returncode == 0
+    after = json.loads(run_cli("catalog", "path", "--json").stdout)
+    assert after == {"path": str(catalog), "exists": True, "size": catalog.stat().st_size,
+                     "schema_version": SCHEMA_VERSION}
+    assert after["size"] > 0
+    helped = run_cli("catalog", "path", "--help")
+    assert helped.returncode == 0 and helped.stderr == ""
+    assert helped.stdout.startswith("usage: sessiontape catalog path [-h] [--json]\n")
+    assert "Where the catalog is" in helped.stdout and "--full" not in helped.stdout
+    refresh = run_cli("catalog", "refresh", "--help").stdout
+    assert refresh.startswith("usage: sessiontape catalog refresh [-h] [--full] [--project DIR]")
+    assert "Bring the catalog up to date" in refresh
+    group = run_cli("catalog", "--help").stdout
+    assert group.startswith("usage: sessiontape catalog [-h] SUBCOMMAND ...\n")
+    assert "    refresh   bring the catalog up to date" in group
+    assert "    path      where the catalog is" in group
