@@ -350,3 +350,32 @@ def test_run_and_chat_name_the_conversation_on_one_escaped_line(
     assert chat.stderr.splitlines()[0].startswith(
         f"sessiontape: continuing {session} of {user} (2 earlier turns; ")
     assert "agent> the answer" in chat.stdout.splitlines()
+
+
+# -- an empty session name ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verb, name, said", [
+    ("run", "", "--session-name is empty (leave it out for a new session)"),
+    ("chat", "", "--session-name is empty (leave it out for a new session)"),
+    ("run", "\udcff", "session_name '\\udcff' is not valid UTF-8 text"),  # bytes b"\xff"
+])
+def test_run_and_chat_refuse_a_session_name_they_cannot_record(
+        isolated_env: Path, verb: str, name: str, said: str) -> None:
+    """An empty name is a mistake (an unset variable), not a request for a new session: one
+    line, exit 2, nothing recorded."""
+    done = run([EXECUTABLE, verb, "--session-name", name, *(["hello"] if verb == "run" else [])],
+               stdin="hello\n")
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"sessiontape {verb}: {said}\n")
+    assert every_file(SkilletPaths.resolve().state, Path(os.environ["XDG_DATA_HOME"])) == []
+
+
+def test_fork_refuses_an_empty_new_name(isolated_env: Path) -> None:
+    asyncio.run(run_agent(Recorder("ann", "trip"), Agent(name="A", model=model(final("hi"))),
+                          "hello", streamed=False))
+    logs = SkilletPaths.resolve().logs_root
+    before = every_file(logs)
+    done = run([EXECUTABLE, "sessions", "fork", "trip", "--at-turn", "1", "--as", ""])
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "sessiontape sessions: --as is empty: the new session needs a name\n"
+    assert every_file(logs) == before

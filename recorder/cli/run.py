@@ -65,10 +65,17 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
         except AgentLoadError as exc:
             eprint(printable(f"sessiontape {verb}: --agent {args.agent}: {exc}"))
             return EXIT_USAGE
+    if args.session_name == "":  # an unset variable, not a request for a new session
+        eprint(f"sessiontape {verb}: --session-name is empty (leave it out for a new session)")
+        return EXIT_USAGE
     source = AgentSource(agent, model=args.model)
     session_name = args.session_name or default_session_name()
-    conversation = Conversation(source, user_id=args.user_email, session_name=session_name,
-                                stream=stream, color=use_color(), prefix=prefix)
+    try:
+        conversation = Conversation(source, user_id=args.user_email, session_name=session_name,
+                                    stream=stream, color=use_color(), prefix=prefix)
+    except ValueError as exc:  # a name the Recorder refuses: not text (undecodable bytes)
+        eprint(printable(f"sessiontape {verb}: {exc}"))
+        return EXIT_USAGE
     name, user, described = (printable(text, one_line=True) for text in
                              (session_name, args.user_email, source.describe()))
     if conversation.earlier:

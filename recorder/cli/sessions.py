@@ -198,6 +198,9 @@ def cmd_fork(args: argparse.Namespace) -> int:
     # The fork writes every layout: its writers are loaded for this verb only.
     from sessiontape.storage.fork import ForkError, TurnRangeError, fork_session
 
+    if not args.new_name:
+        eprint(f"{PROG}: --as is empty: the new session needs a name")
+        return EXIT_USAGE
     where = _locations(args)
     found = _lookup(args, where)
     if isinstance(found, int):
