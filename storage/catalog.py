@@ -64,6 +64,7 @@ import platformdirs
 
 from .db import connect, connect_readonly, tables
 from .json_style import dumps_compact, loads
+from .names import match_user
 from .paths import Locations
 from .search_query import fts5_problem, fts5_query
 
@@ -985,12 +986,13 @@ class Catalog:
                tool: str | None = None, kind: str | None = None,
                since: int | datetime | None = None, limit: int = 50,
                raw: bool = False) -> list[SearchHit]:
-        """The texts matching ``query``, best first, filtered by the conversation's user, the
-        agent, the tool, the kind and the time (``since``: Unix ms or a datetime).
-        ``query`` is the search syntax (:func:`~sessiontape.storage.search_query.fts5_query`:
-        words as written, ``"phrases"``, ``prefix*``, ``OR``/``NOT``/``AND``), which any
-        string is; with ``raw``, FTS5's own, and a malformed one raises
-        :class:`SearchSyntaxError`."""
+        """The texts matching ``query``, best first, filtered by the conversation's user (as
+        typed: :meth:`user`), the agent, the tool, the kind and the time (``since``: Unix ms
+        or a datetime). ``query`` is the search syntax
+        (:func:`~sessiontape.storage.search_query.fts5_query`: words as written,
+        ``"phrases"``, ``prefix*``, ``OR``/``NOT``/``AND``), which any string is; with
+        ``raw``, FTS5's own, and a malformed one raises :class:`SearchSyntaxError`."""
+        user = self.user(user) if user is not None else None
         match = _sql(query) if raw else fts5_query(_sql(query))
         if not match:
             return []
@@ -1016,6 +1018,16 @@ class Catalog:
                                             f"{fts5_problem(str(exc))}") from None
                 raise
         return [SearchHit(*row) for row in rows]
+
+    def user(self, typed: str) -> str:
+        """The user id ``typed`` means among the catalog's users, the way people type one
+        (:func:`~sessiontape.storage.names.match_user`: the exact id, else case ignored,
+        else the part before ``@``, else the log folder's name); raises
+        :class:`~sessiontape.storage.names.AmbiguousUserError` when it means several."""
+        with self._reading() as conn:
+            users = [user for (user,) in conn.execute(
+                "SELECT DISTINCT user FROM conversations WHERE user IS NOT NULL")]
+        return match_user(_sql(typed), users)
 
     def usage(self, group: str, *, since: int | datetime | None = None,
               until: int | datetime | None = None) -> list[UsageRow]:

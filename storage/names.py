@@ -1,5 +1,6 @@
-"""Names: those that become path segments (the two sanitizers and the safe join), and
-the one spelling a model is reported in (:func:`reported_model`).
+"""Names: those that become path segments (the two sanitizers and the safe join), the one
+spelling a model is reported in (:func:`reported_model`), and the user a person means by
+what they type (:func:`match_user`).
 
 * AgentUse agent names (``{sessionID}-{agentName}`` directories).
 * Skillet log names (``{user}/{session}.jsonl``), where skilled_crew can yield
@@ -17,6 +18,7 @@ import hashlib
 import os
 import re
 import secrets
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -24,9 +26,11 @@ __all__ = [
     "DEFAULT_USER_ID",
     "MAX_NAME",
     "NAME_MAX",
+    "AmbiguousUserError",
     "UnsafePathError",
     "default_session_name",
     "digest",
+    "match_user",
     "not_a_link",
     "old_log_name",
     "reported_model",
@@ -115,6 +119,41 @@ def reported_model(model: str | None) -> str | None:
         if colon and provider and "/" not in provider:
             return f"{provider}/{rest}"
     return model
+
+
+class AmbiguousUserError(ValueError):
+    """What was typed for a user means several users (:attr:`users`, sorted)."""
+
+    def __init__(self, typed: str, users: list[str]) -> None:
+        super().__init__(f"{typed!r} means several users; give one of them")
+        self.typed, self.users = typed, users
+
+
+# How a typed user may name a user id, tried in this order (both sides case-folded): the id,
+# the part before its '@', its log folder's name.
+_USER_FORMS: tuple[Callable[[str], str], ...] = (
+    str.casefold, lambda user: user.partition("@")[0].casefold(),
+    lambda user: sanitize_log_name(user).casefold())
+
+
+def match_user(typed: str, users: Iterable[str]) -> str:
+    """The user id among ``users`` that ``typed`` means, the way people type one: the exact
+    id; else the id with case ignored (``Carol@Example.com``); else the id whose part before
+    ``@`` it is (``carol`` for ``carol@example.com``); else the id whose log folder it names
+    (``carol_example_com``, :func:`sanitize_log_name`), case ignored. The first of these that
+    matches decides; if it matches several ids, :class:`AmbiguousUserError`. Matching none,
+    ``typed`` itself (a user no conversation has)."""
+    known = set(users)
+    if typed in known:
+        return typed
+    folded = typed.casefold()
+    for form in _USER_FORMS:
+        meant = sorted(user for user in known if form(user) == folded)
+        if len(meant) > 1:
+            raise AmbiguousUserError(typed, meant)
+        if meant:
+            return meant[0]
+    return typed
 
 
 def default_session_name(now: datetime | None = None) -> str:

@@ -51,9 +51,11 @@ def record(user: str, name: str, prompt: str, answer: str, *, tool_city: str | N
 
 
 def search(*args: str) -> list[dict[str, Any]]:
+    """``search ARGS --json``'s hits; it exits 0 with hits, 1 without (as grep)."""
     done = run_cli("search", *args, "--json")
-    assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout))
+    hits = list(json.loads(done.stdout))
+    assert done.returncode == (0 if hits else 1), done.stderr
+    return hits
 
 
 def all_sessions(session: LoadedSession) -> list[LoadedSession]:
@@ -81,6 +83,43 @@ def test_search_finds_exactly_the_conversations_that_hold_a_phrase(
     assert {h["session"] for h in search("drizzle", "--user", "bob")} == {"oslo"}
     assert {h["session"] for h in search("plan", "--kind", "user")} == {"porto", "lisbon", "oslo"}
     assert search("zeppelin") == []
+
+
+def test_a_search_with_no_hits_says_so_and_exits_1(recorded: list[Recorder]) -> None:
+    """As grep: no hit, exit 1; one line on stderr names the query and the filters;
+    ``--json`` still prints an array, empty."""
+    text = run_cli("search", "zeppelin", "ride")
+    assert (text.returncode, text.stdout) == (1, "")
+    assert text.stderr == "sessiontape search: no match for 'zeppelin ride'\n"
+    filtered = run_cli("search", "drizzle", "--user", "ann", "--kind", "answer", "--json")
+    assert (filtered.returncode, filtered.stdout) == (1, "[]\n")
+    assert filtered.stderr == ("sessiontape search: no match for 'drizzle' "
+                               "(--user ann, --kind answer)\n")
+    assert search("drizzle", "--user", "ann")  # the filter, not the query, left it out
+    helped = " ".join(run_cli("search", "--help").stdout.split())
+    assert "Exit status (as grep's): 0 when something matched, 1 when nothing did (stderr " \
+           "says so; --json prints []), 2 for a usage error" in helped
+
+
+def test_search_matches_users_as_people_type_them() -> None:
+    """--user: the exact id, else case ignored, else the part before '@', else the log
+    folder's name (as --help says); a short form several users have exits 2 naming them."""
+    record("carol@example.com", "kites", "Fly a kite in Porto", "Go to the beach")
+    record("gus@a.org", "sails", "Sail a kite boat", "Take the ferry")
+    record("gus@b.org", "boats", "Row a kite boat", "Rent one")
+    for typed in ("carol@example.com", "Carol@Example.com", "carol", "CAROL",
+                  "carol_example_com"):
+        assert {(h["user"], h["session"]) for h in search("kite", "--user", typed)} == {
+            ("carol@example.com", "kites")}, typed
+    assert {h["session"] for h in search("kite", "--user", "gus@b.org")} == {"boats"}
+    assert search("kite", "--user", "zed") == []
+    both = run_cli("search", "kite", "--user", "gus")
+    assert (both.returncode, both.stdout) == (2, "")
+    assert both.stderr == ("sessiontape search: 'gus' means several users; give one of them:\n"
+                           "  gus@a.org\n  gus@b.org\n")
+    helped = " ".join(run_cli("search", "--help").stdout.split())
+    assert "else the id whose part before '@' U is (carol: carol@example.com), else the id " \
+           "whose log folder U names (carol_example_com)" in helped
 
 
 def test_search_sees_a_turn_recorded_after_the_last_search(recorded: list[Recorder]) -> None:

@@ -26,6 +26,7 @@ from sessiontape.storage.catalog import (
     default_catalog_path,
     stored_schema,
 )
+from sessiontape.storage.names import AmbiguousUserError
 from sessiontape.storage.paths import Locations
 from sessiontape.storage.times import ms_to_iso, parse_since
 
@@ -79,13 +80,28 @@ def _hit_line(hit: SearchHit, style: Style) -> str:
     return f"{label}  {turn}  {style.dim}{kind}:{style.reset} {snippet}"
 
 
+def _no_match(query: str, args: argparse.Namespace) -> str:
+    """``no match for 'QUERY' (--user U, ...)``: the query and the filters given."""
+    filters = [f"--{name} {printable(str(value), one_line=True)}" for name, value in (
+        ("user", args.user), ("agent", args.agent), ("tool", args.tool), ("kind", args.kind),
+        ("since", args.since and ms_to_iso(int(args.since.timestamp() * 1000))))
+        if value is not None]
+    return f"no match for {query!r}" + (f" ({', '.join(filters)})" if filters else "")
+
+
 def cmd_search(args: argparse.Namespace) -> int:
-    """Print the texts of every conversation that match QUERY."""
+    """Print the texts of every conversation that match QUERY; exit 1 when none does."""
+    query = " ".join(args.query)
     try:
         with answering_catalog("sessiontape search", args.project) as catalog:
-            hits = catalog.search(" ".join(args.query), user=args.user, agent=args.agent,
-                                  tool=args.tool, kind=args.kind, since=args.since,
-                                  limit=args.limit, raw=args.raw)
+            hits = catalog.search(query, user=args.user, agent=args.agent, tool=args.tool,
+                                  kind=args.kind, since=args.since, limit=args.limit,
+                                  raw=args.raw)
+    except AmbiguousUserError as exc:
+        eprint(f"sessiontape search: {printable(str(exc), one_line=True)}:")
+        for user in exc.users:
+            eprint(f"  {printable(user, one_line=True)}")
+        return EXIT_USAGE
     except SearchSyntaxError as exc:
         eprint(f"sessiontape search: {exc}")
         return EXIT_USAGE
@@ -94,10 +110,13 @@ def cmd_search(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     if args.json:
         print_json([_hit_json(hit) for hit in hits])
-        return EXIT_OK
-    style = Style(use_color())
-    for hit in hits:
-        print(_hit_line(hit, style))
+    else:
+        style = Style(use_color())
+        for hit in hits:
+            print(_hit_line(hit, style))
+    if not hits:
+        eprint(f"sessiontape search: {_no_match(query, args)}")
+        return EXIT_FAILURE
     return EXIT_OK
 
 
@@ -196,12 +215,19 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "prefix* ends a word anywhere; upper-case OR between words gives "
                     "alternatives (rainy Oslo OR sunny Faro), NOT excludes the word after it, "
                     "AND is a space. Answered from the catalog, which is brought up to date "
-                    "first.")
+                    "first. Exit status (as grep's): 0 when something matched, 1 when nothing "
+                    "did (stderr says so; --json prints []), 2 for a usage error (a malformed "
+                    "--raw query, a --user that means several users).")
     search.add_argument("query", metavar="QUERY", nargs="+")
     search.add_argument("--raw", action="store_true",
                         help="QUERY is SQLite FTS5's own syntax (NEAR, parentheses, ^); a "
                              "malformed one exits 2")
-    search.add_argument("--user", default=None, help="only this user's conversations")
+    search.add_argument("--user", default=None, metavar="U",
+                        help="only this user's conversations: the exact user id, else the "
+                             "id with case ignored, else the id whose part before '@' U is "
+                             "(carol: carol@example.com), else the id whose log folder U "
+                             "names (carol_example_com); one that several users match that "
+                             "way exits 2 naming them")
     search.add_argument("--agent", default=None, help="only texts of this agent")
     search.add_argument("--tool", default=None, help="only this tool's arguments and outputs")
     search.add_argument("--kind", default=None,
