@@ -223,6 +223,20 @@ def test_missing_root_without_follow_says_so(root: Path) -> None:
     assert "does not exist" in done.stderr
 
 
+@pytest.mark.parametrize("follow", [[], ["--no-follow"]], ids=["follow", "no-follow"])
+@pytest.mark.parametrize("what, said", [("missing", "no such directory"),
+                                        ("file", "not a directory")])
+def test_a_logs_dir_that_is_not_a_directory_is_a_usage_error(
+        tmp_path: Path, follow: list[str], what: str, said: str) -> None:
+    """A mistyped --logs-dir is an error, never waited for (only the default root is)."""
+    given = tmp_path / what
+    if what == "file":
+        given.write_text("")
+    done = run("--logs-dir", str(given), *follow)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"sessiontape log stream: --logs-dir {given}: {said}\n"
+
+
 # -- every output path, pinned byte for byte --------------------------------------------
 
 T1, T2 = "2026-11-20T09:00:00.000Z", "2026-11-21T09:00:00.000Z"

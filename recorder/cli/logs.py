@@ -28,6 +28,10 @@ def _since(text: str) -> datetime:
 
 def cmd_log_stream(args: argparse.Namespace) -> int:
     """Print every replay log, then follow them (``--no-follow``: stop after catching up)."""
+    if args.logs_dir is not None and not args.logs_dir.is_dir():  # a typo: not waited for
+        said = "not a directory" if os.path.lexists(args.logs_dir) else "no such directory"
+        eprint(printable(f"sessiontape log stream: --logs-dir {args.logs_dir}: {said}"))
+        return EXIT_USAGE
     root = args.logs_dir or SkilletPaths.resolve().logs_root
     follow = not args.no_follow
     out = sys.stdout
@@ -79,8 +83,9 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "stream", help="print every replay log, then follow them",
         description="Print every *.jsonl replay log under the logs root, oldest-modified "
                     "first, then follow them: appended lines, new files (also in new "
-                    "folders), truncated and replaced files. A logs root that does not "
-                    "exist yet is waited for. Malformed lines are reported on stderr "
+                    "folders), truncated and replaced files. The default logs root is "
+                    "waited for if it does not exist yet; a --logs-dir that is not a "
+                    "directory exits 2. Malformed lines are reported on stderr "
                     "(file:line) and skipped. Uses file-system notifications (watchfiles), "
                     "else polls.",
         epilog="Exit status: 0 when done (or when the reader of the output goes away), "
