@@ -35,15 +35,11 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
+from .names import reported_model
 from .replay_log import ReplayLog
 from .times import ms_to_iso
 
-__all__ = ["SkilletLogSink", "skillet_model"]
-
-
-def skillet_model(model: str) -> str:
-    """``provider:model`` as skilled_crew writes it: ``provider/model``."""
-    return model.replace(":", "/", 1)
+__all__ = ["SkilletLogSink"]
 
 
 class SkilletLogSink:
@@ -164,7 +160,7 @@ class SkilletLogSink:
         tokens = event.usage.tokens
         started = self._call_starts.pop(event.scope, None)
         fields: dict[str, Any] = {
-            "agentName": event.agent_name, "model": skillet_model(event.model),
+            "agentName": event.agent_name, "model": reported_model(event.model),
             "usage": {"inputTokens": tokens.input, "outputTokens": tokens.output,
                       "cachedTokens": tokens.cache_read, "reasoningTokens": tokens.reasoning},
             "cost": event.usage.cost,
@@ -221,7 +217,7 @@ class SkilletLogSink:
         if event.scope in self._roots:
             self._roots.discard(event.scope)
             self._add(entry.final_result(
-                event.final_text, model=skillet_model(event.model), timestamp=ms_to_iso(event.at)))
+                event.final_text, model=reported_model(event.model), timestamp=ms_to_iso(event.at)))
 
     def _run_failed(self, event: RunFailed) -> None:
         self._forget_failures(event.scope)
@@ -229,7 +225,7 @@ class SkilletLogSink:
             return
         self._roots.discard(event.scope)
         final = entry.final_result(f"[run failed] {event.error_type}: {event.message}",
-                                   model=skillet_model(event.model) if event.model else None,
+                                   model=reported_model(event.model),
                                    timestamp=ms_to_iso(event.at))
         final["error"] = {"code": event.code, "message": event.message, "type": event.error_type}
         self._add(final)
