@@ -466,7 +466,7 @@ def test_refused_forks_write_nothing(isolated_env: Path) -> None:
         ("--at-turn", "1", "--as", "crew"): (1, "already exists (a replay log"),
         ("--at-turn", "0", "--as", "new"): (2, "turn 0 is out of range: 'trip' has 3 turns"),
         ("--at-turn", "4", "--as", "new"): (2, "turn 4 is out of range: 'trip' has 3 turns"),
-        ("--at-turn", "2", "--as", ""): (1, "the new session name is empty"),
+        ("--at-turn", "2", "--as", ""): (2, "--as is empty: the new session needs a name"),
     }
     for args, (code, message) in cases.items():
         done = run_cli("sessions", "fork", "trip", *args)

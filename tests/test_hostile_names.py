@@ -368,14 +368,3 @@ def test_run_and_chat_refuse_a_session_name_they_cannot_record(
                stdin="hello\n")
     assert (done.returncode, done.stdout, done.stderr) == (2, "", f"sessiontape {verb}: {said}\n")
     assert every_file(SkilletPaths.resolve().state, Path(os.environ["XDG_DATA_HOME"])) == []
-
-
-def test_fork_refuses_an_empty_new_name(isolated_env: Path) -> None:
-    asyncio.run(run_agent(Recorder("ann", "trip"), Agent(name="A", model=model(final("hi"))),
-                          "hello", streamed=False))
-    logs = SkilletPaths.resolve().logs_root
-    before = every_file(logs)
-    done = run([EXECUTABLE, "sessions", "fork", "trip", "--at-turn", "1", "--as", ""])
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "sessiontape sessions: --as is empty: the new session needs a name\n"
-    assert every_file(logs) == before
