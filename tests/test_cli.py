@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,12 +11,17 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from harness import EXECUTABLE, REPO, WAIT, cli_environ
+from agents import Agent
+from harness import EXECUTABLE, REPO, WAIT, cli_environ, on_terminal
 from harness import run as run_process
 from harness import run_cli as run
+from scripted import final, model, run_agent
 
+from sessiontape import Recorder
 from sessiontape.cli import VERBS
+from sessiontape.cli.conversation import describe_compaction
 from sessiontape.storage import log_entries
+from sessiontape.storage.item_store import ItemStore
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
 from sessiontape.storage.version import __version__
@@ -128,3 +134,31 @@ def test_version_and_help_import_no_verb() -> None:
     assert "sessiontape.cli.paths" in verb
     assert not {"sessiontape.cli.sessions", "sessiontape.cli.run", "sessiontape.cli.logs",
                 "sessiontape.cli.export", "agents"} & set(verb)
+
+
+def test_a_count_of_one_is_singular() -> None:
+    """One stored item, one turn: ``1 turn``, ``1 item``, ``1 stored item`` (never ``1 turns``)
+    in sessions show's header, clear's question and chat's /compact answer."""
+    async def store_one() -> None:
+        async with ItemStore(SkilletPaths.resolve().store_file) as store:
+            await store.session("ann", "one").add_items([{"role": "user", "content": "hi"}])
+
+    asyncio.run(store_one())
+    shown = run("sessions", "show", "one")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("one  user ann  1 turn  1 item  origin skilled_crew\n")
+    code, _, asked = on_terminal([EXECUTABLE, "sessions", "clear", "one"], stdin=b"n\n")
+    assert code == 1
+    assert "  1 stored item, 0 archived items, 0 compactions and its link in " in asked
+    assert describe_compaction(None, 1) == "nothing to compact (1 item stored)"
+
+
+def test_an_export_of_one_turn_says_1_turn(tmp_path: Path) -> None:
+    rec = Recorder("ann", "once")
+    asyncio.run(run_agent(rec, Agent(name="A", model=model(final("hi"))), "hello",
+                          streamed=False))
+    out = tmp_path / "ledger.sqlite"
+    done = run("export", "--format", "ledger", "--out", str(out), "--session", "once")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (f"exported 1 conversation to {out}: 1 session (0 subagents), "
+                           "2 messages, 1 turn, 0 tool calls\n")

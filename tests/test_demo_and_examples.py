@@ -41,7 +41,7 @@ def test_demo_twice_continues_one_conversation(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     second = run(str(EXECUTABLE), "demo")
     assert second.returncode == 0, second.stderr
-    assert "Turn 1: the model's first call got 1 input items" in first.stdout
+    assert "Turn 1: the model's first call got 1 input item (0 from earlier turns" in first.stdout
     assert ("Turn 2: the model's first call got 10 input items (9 from earlier turns"
             in second.stdout)
     assert "\x1b[" not in first.stdout  # no colour when not on a terminal

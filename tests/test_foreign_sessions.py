@@ -354,7 +354,7 @@ def test_show_agentuse_session_by_ulid_prefix(world: World) -> None:
     tools = tree_only(world)["tools"]
     out = world.ok("show_tools")
     lines = out.splitlines()
-    assert lines[0].startswith(f"{tools.directory.name}  user -  1 turns")
+    assert lines[0].startswith(f"{tools.directory.name}  user -  1 turn  ")
     assert "origin agentuse" in lines[0]
     assert tools.messages[0]["user"]["prompt"]["task"] in out  # the prompt, whole
     assert "user> " + tools.messages[0]["user"]["prompt"]["task"].splitlines()[0] in lines

@@ -28,7 +28,7 @@ from sessiontape.storage.log_reader import SessionLogReader, Turn
 from ..describe import output_text_delta
 from ..pricing import Price
 from ..recorder import Recorder
-from .console import Style
+from .console import Style, plural
 from .transcript import render_turns
 
 __all__ = ["AgentSource", "Conversation", "Outcome", "Output", "RunInterrupted",
@@ -222,8 +222,8 @@ class Conversation:
 def describe_compaction(info: CompactionInfo | None, stored: int) -> str:
     """One line on what a forced compaction did."""
     if info is None:
-        return f"nothing to compact ({stored} items stored)"
-    return (f"compacted {info.items_before} items into {info.items_after} "
+        return f"nothing to compact ({plural(stored, 'item')} stored)"
+    return (f"compacted {plural(info.items_before, 'item')} into {info.items_after} "
             f"({info.archived} archived, about {info.tokens_before} -> {info.tokens_after} "
             f"tokens, summarizer {info.summarizer})")
 

@@ -10,7 +10,7 @@ import sys
 from sessiontape.storage.names import DEFAULT_USER_ID
 
 from . import VERBS
-from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, use_color
+from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, plural, use_color
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -38,8 +38,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print()
     if result.model_input_items is not None:
         print(f"\nTurn {result.earlier_turns + 1}: the model's first call got "
-              f"{result.model_input_items} input items ({result.model_input_items - 1} from "
-              "earlier turns, replayed from the SQLite store).")
+              f"{plural(result.model_input_items, 'input item')} "
+              f"({result.model_input_items - 1} from earlier turns, replayed from the SQLite "
+              "store).")
     print(f"\n{bold}Recorded to{reset}")
     for name, path in demo_paths(result.recorder).items():
         print(f"  {name:<17} {path}")

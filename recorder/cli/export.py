@@ -23,6 +23,7 @@ from .console import (
     EXIT_OK,
     EXIT_USAGE,
     eprint,
+    plural,
     print_json,
     printable,
     project_option,
@@ -53,11 +54,11 @@ def _conversation(info: SessionInfo) -> LedgerConversation:
 
 
 def _summary_line(summary: LedgerSummary) -> str:
-    plural = "" if summary.conversations == 1 else "s"
-    return (f"exported {summary.conversations} conversation{plural} to {summary.path}: "
-            f"{summary.sessions} sessions ({summary.subagents} subagents), "
-            f"{summary.messages} messages, {summary.turns} turns, "
-            f"{summary.tool_calls} tool calls")
+    return (f"exported {plural(summary.conversations, 'conversation')} to {summary.path}: "
+            f"{plural(summary.sessions, 'session')} "
+            f"({plural(summary.subagents, 'subagent')}), "
+            f"{plural(summary.messages, 'message')}, {plural(summary.turns, 'turn')}, "
+            f"{plural(summary.tool_calls, 'tool call')}")
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from .console import (
     Style,
     cost_text,
     eprint,
+    plural,
     print_json,
     printable,
     project_option,
@@ -130,8 +131,9 @@ def cmd_clear(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         eprint(printable(f"This removes session {info.session_name!r}{whose}:"))
         if info.user_id is not None:
-            eprint(f"  {info.items} stored items, {info.archived} archived items, "
-                   f"{info.compactions} compactions and its link in {where.store_file}")
+            eprint(f"  {plural(info.items, 'stored item')}, "
+                   f"{plural(info.archived, 'archived item')}, "
+                   f"{plural(info.compactions, 'compaction')} and its link in {where.store_file}")
             eprint(printable(f"  log {info.log_path or '-'}"))
         eprint(printable(f"  AgentUse tree {info.agentuse_dir or '-'}"))
         if not _confirm("Remove it?"):
@@ -182,9 +184,8 @@ def cmd_path(args: argparse.Namespace) -> int:
 def _fork_summary(result: ForkResult) -> str:
     """One line: what was forked where, and which layouts the session did not have."""
     archive = " (from the compaction archive)" if result.from_archive else ""
-    items = f"{result.rows} stored item{'s' if result.rows != 1 else ''}"
-    copied = {"store": f"{items}{archive}", "log": f"log {result.log_path}",
-              "agentuse": f"AgentUse {result.agentuse_dir}"}
+    copied = {"store": f"{plural(result.rows, 'stored item')}{archive}",
+              "log": f"log {result.log_path}", "agentuse": f"AgentUse {result.agentuse_dir}"}
     text = (f"forked {result.source_name!r} at turn {result.at_turn} of {result.source_turns} as "
             f"{result.session_name!r} of {result.user_id!r}: "
             + ", ".join(copied[layout] for layout in result.forked))

@@ -21,7 +21,7 @@ from sessiontape.storage.sessions import (
     tool_output_text,
 )
 
-from .console import EXIT_OK, Style, cost_text, print_json, printable, use_color
+from .console import EXIT_OK, Style, cost_text, plural, print_json, printable, use_color
 from .transcript import render_turns
 
 
@@ -144,7 +144,7 @@ def print_session(found: SessionInfo, where: Locations, *, full: bool, as_json: 
     info = found
     print(f"{style.bold}{printable(info.session_name, one_line=True)}{style.reset}  "
           f"user {printable(_user(info), one_line=True)}  "
-          f"{info.turns} turns  {info.items} items"
+          f"{plural(info.turns, 'turn')}  {plural(info.items, 'item')}"
           + (f" (+{info.archived} archived)" if info.archived else "")
           + f"  origin {info.origin}")
     if info.usage is not None:
