@@ -342,8 +342,12 @@ class Recorder:
             WRITER.flush(EXIT_FLUSH_TIMEOUT)
         if self._session_dir is None:
             self._session_dir = find_agentuse_dir(self.store.path, self.user_id,
-                                                  self.session_name)
+                                                  self.session_name, self._sessions_root())
         return self._session_dir
+
+    def _sessions_root(self) -> Path:
+        """The AgentUse root this conversation's session belongs in, today."""
+        return self._agentuse_root or sessions_root_for_key(self.project_root)
 
     @property
     def log_path(self) -> Path:
@@ -427,9 +431,9 @@ class Recorder:
         self._sinks_tried = True
         if self._agentuse_sink is None:
             try:
-                sessions_root = self._agentuse_root or sessions_root_for_key(self.project_root)
                 self._session_dir = agentuse_dir_for(self.store.path, self.user_id,
-                                                     self.session_name, sessions_root, agent_name)
+                                                     self.session_name, self._sessions_root(),
+                                                     agent_name)
             except (OSError, UnsafePathError, sqlite3.Error) as exc:
                 self.report(exc)
         if self._log_sink is None:

@@ -34,6 +34,7 @@ __all__ = [
     "ReadProblem",
     "SessionScan",
     "SessionSummary",
+    "is_real_dir",
     "load_session",
     "read_json_object",
     "scan_sessions",
@@ -146,7 +147,7 @@ def _exists(path: Path) -> bool:
     return os.path.lexists(path)
 
 
-def _is_real_dir(path: Path) -> bool:
+def is_real_dir(path: Path) -> bool:
     """A directory that is not a symbolic link."""
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -252,7 +253,7 @@ def _order_parts(parts: list[dict[str, Any]], ours: bool) -> list[dict[str, Any]
 def _part_files(directory: Path) -> list[Path]:
     """The part files of an exchange (none when ``part/`` is missing or a link)."""
     part_dir = directory / "part"
-    if not _is_real_dir(part_dir):
+    if not is_real_dir(part_dir):
         return []
     names = sorted(e.name for e in os.scandir(part_dir)
                    if e.name.endswith(".json") and not e.name.startswith("."))
@@ -316,7 +317,7 @@ def load_session(directory: Path, *, parts: bool = True) -> LoadedSession:
     messages.sort(key=_message_order)
     subagents = []
     sub_root = directory / SUBAGENT_DIR
-    if _is_real_dir(sub_root):
+    if is_real_dir(sub_root):
         for entry in sorted(os.scandir(sub_root), key=lambda e: e.name):
             if split_session_dir_name(entry.name) and entry.is_dir(follow_symlinks=False) \
                     and not _crash_leftover(Path(entry.path)):

@@ -16,6 +16,7 @@ from pathlib import Path
 from platformdirs.unix import Unix
 
 __all__ = [
+    "AgentUseRoots",
     "Locations",
     "SkilletPaths",
     "agentuse_data_root",
@@ -78,6 +79,29 @@ def sessions_root_for_key(key: str) -> Path:
 def agentuse_sessions_root(project_root: Path | str | None = None) -> Path:
     """``.../agentuse/project/{hash}/session`` for ``project_root`` (default: cwd)."""
     return sessions_root_for_key(project_key(project_root))
+
+
+@dataclass(frozen=True)
+class AgentUseRoots:
+    """Today's AgentUse roots, as the environment resolves them when made (:meth:`today`):
+    ``sessions_root`` (a recorder's or a reader's project root), and every project's
+    ``session/`` of today's :func:`agentuse_data_root`."""
+
+    sessions_root: Path | None
+    projects: Path  # <data root>/project
+
+    @classmethod
+    def today(cls, sessions_root: Path | None = None) -> AgentUseRoots:
+        return cls(sessions_root, agentuse_data_root() / "project")
+
+    def holds(self, directory: str) -> bool:
+        """Whether the session ``directory`` is in one of the roots (by its text alone: no
+        file system call)."""
+        parent = os.path.dirname(directory)
+        if self.sessions_root is not None and parent == str(self.sessions_root):
+            return True
+        return os.path.basename(parent) == "session" and \
+            os.path.dirname(os.path.dirname(parent)) == str(self.projects)
 
 
 def _source_checkout() -> Path | None:

@@ -72,7 +72,7 @@ from .agentuse_reader import (
 from .db import IN_PAIRS, PAIR, connect, connect_readonly, immediate, tables
 from .items import content_text, input_text, output_text
 from .json_style import dumps_compact, loads
-from .links import link_rows
+from .links import find_linked_dir, link_rows
 from .liveness import reported_status
 from .log_owners import (
     find_log_path,
@@ -83,7 +83,7 @@ from .log_owners import (
 )
 from .log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
 from .names import reported_model
-from .paths import Locations, SkilletPaths, agentuse_sessions_root
+from .paths import AgentUseRoots, Locations, SkilletPaths, agentuse_sessions_root
 from .tables import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
@@ -714,12 +714,13 @@ def gather_sessions(user_id: str | None, where: Locations,
     found: dict[tuple[str, str], SessionInfo] = {}
     if facts is None:
         facts = store_facts(where.store_file, pairs, user_id)
+    roots = AgentUseRoots.today(where.agentuse_root)
     for (user, name), (items, first, last, archived, compactions, link) in facts.items():
         info = found[(user, name)] = SessionInfo(
             user, name, items=items, archived=archived, compactions=compactions,
             first_ms=first, last_ms=last, sources=["store"] if items else [])
-        if link is not None:
-            info.agentuse_dir = Path(link)
+        if link is not None:  # where it is today (moved with its data directory: found)
+            info.agentuse_dir = Path(find_linked_dir(link, roots) or link)
             info.sources.append("link")
     listed = _listed_logs(where.logs_root, known_logs or {}) if pairs is None else []
     owned = {(log.user, log.name): log.path for log in listed if log.owned}
