@@ -323,6 +323,16 @@ def test_chat_answers_prompts_helps_compacts_and_exits(terminals: Any) -> None:
     assert "Plan a day in Porto" in history and "/compact" in history
 
 
+@pytest.mark.parametrize("typed", ["/exit\n", "/help\n", ""], ids=["exit", "help", "eof"])
+def test_a_chat_left_before_its_first_turn_leaves_nothing(isolated_env: Path,
+                                                         typed: str) -> None:
+    """A chat that ran no turn wrote nothing: no log, no owner record, no folders."""
+    done = run([EXECUTABLE, "chat", "--session-name", "x"], stdin=typed)
+    assert done.returncode == 0, done.stderr
+    assert "sessiontape: new conversation x of john@example.com" in done.stderr
+    assert list(isolated_env.rglob("*")) == []
+
+
 def test_chat_replays_an_existing_session_first(terminals: Any) -> None:
     from sessiontape.cli.demo_world import run_demo
 

@@ -23,6 +23,7 @@ from agents import Agent, RunConfig
 
 from sessiontape.storage.compaction import CompactionInfo
 from sessiontape.storage.json_style import value_text
+from sessiontape.storage.log_owners import find_log_path
 from sessiontape.storage.log_reader import SessionLogReader, Turn
 
 from ..describe import output_text_delta
@@ -151,9 +152,10 @@ class Conversation:
         return self.recorder.user_id
 
     def prior_turns(self) -> list[Turn]:
-        """The turns recorded in the JSONL log so far."""
-        path = self.recorder.log_path
-        return SessionLogReader(path).turns() if path.exists() else []
+        """The turns recorded in the JSONL log so far (found without claiming a log: a
+        conversation left before its first turn leaves nothing behind)."""
+        path = find_log_path(self.user_id, self.session_name)
+        return SessionLogReader(path).turns() if path is not None else []
 
     def replay(self) -> int:
         """Print the earlier turns (``user>``/``agent>``, tool calls dimmed); how many."""
