@@ -6,18 +6,24 @@ are used up by one turn). :class:`Conversation` opens ``(user, session)``,
 replays its earlier turns from the JSONL log, and runs prompts (streamed or
 not) through a :class:`~sessiontape.recorder.Recorder`, printing the answer.
 The model sees the history from the item store (the recorder's session).
+
+Ctrl-C (:func:`run_interruptible`) cancels a run; a synchronous tool it was running
+goes on blocking its worker thread, which the interpreter's exit would wait for:
+:func:`leave` and :func:`exit_now` end the process without it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import os
 import signal
 import sys
 import threading
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO, TypeVar
+from typing import Any, NoReturn, TextIO, TypeVar
 
 from agents import Agent, RunConfig
 
@@ -29,11 +35,13 @@ from sessiontape.storage.log_reader import SessionLogReader, Turn
 from ..describe import output_text_delta
 from ..pricing import Price
 from ..recorder import Recorder
-from .console import Style, plural
+from ..writer import EXIT_FLUSH_TIMEOUT, WRITER
+from .console import EXIT_INTERRUPTED, Style, plural
 from .transcript import render_turns
 
 __all__ = ["AgentSource", "Conversation", "Outcome", "Output", "RunInterrupted",
-           "describe_compaction", "run_interruptible"]
+           "describe_compaction", "exit_now", "leave", "leave_on_ctrl_c", "left_behind",
+           "run_interruptible"]
 
 T = TypeVar("T")
 
@@ -264,3 +272,51 @@ def run_interruptible(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any,
         if main:
             signal.signal(signal.SIGINT, previous)
 
+
+def left_behind() -> list[threading.Thread]:
+    """The threads the interpreter's exit would wait for (non-daemon, but the main thread):
+    after a cancelled run, the worker threads of the synchronous tools it was running."""
+    main = threading.main_thread()
+    return [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
+
+
+def leave(code: int, *, cancelled: bool) -> int:
+    """``code``, to exit with; after a run was ``cancelled`` (Ctrl-C), if threads it left
+    behind still run (a synchronous tool still blocked), the process ends here instead
+    (:func:`exit_now`) rather than wait for them."""
+    if cancelled and left_behind():
+        exit_now(code)
+    return code
+
+
+def _exit_interrupted(signum: int, frame: Any) -> None:
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _exit_now_interrupted(signum: int, frame: Any) -> None:
+    exit_now(EXIT_INTERRUPTED)
+
+
+def leave_on_ctrl_c() -> None:
+    """From now on a Ctrl-C (not taken over by :func:`run_interruptible`) ends the process
+    at once through :func:`exit_now` (130), wherever it lands; in the main thread only."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _exit_now_interrupted)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` without waiting for the threads a cancelled run left
+    behind: the recording is written first (the writer thread writes what is queued and
+    ends, with its file-writing helper), then the exit handlers run and the standard
+    streams are flushed. Only those threads are abandoned, whatever they were doing; a
+    Ctrl-C meanwhile ends the process at once (130)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _exit_interrupted)
+    try:
+        WRITER.close(EXIT_FLUSH_TIMEOUT)
+        atexit._run_exitfuncs()  # what exit runs, before it would join the threads
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+    finally:
+        os._exit(code)

@@ -5,9 +5,11 @@ history in the skillet state directory). Both continue ``--session-name`` if
 it has turns (replayed on stdout first; the model sees the history from the
 item store) or start a new conversation, whose name goes to stderr.
 
-Ctrl-C in ``chat``: during an answer it cancels that run (recorded as
-interrupted) and returns to the prompt; a second Ctrl-C, or one at the
-prompt, leaves with exit code 130. In ``run`` it leaves at once (130).
+Ctrl-C during an answer cancels that run (recorded as interrupted); ``run``
+then leaves (130), ``chat`` returns to the prompt, where Ctrl-C leaves (130). A
+second Ctrl-C before the run has stopped leaves at once. Neither waits for a
+synchronous tool the cancelled run left blocked in its thread
+(:func:`~sessiontape.cli.conversation.leave`).
 """
 
 from __future__ import annotations
@@ -105,14 +107,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         # the transcript goes on: this turn in the same form as the replayed ones
         conversation.out.line(f"user> {prompt}")
         conversation.prefix = "agent> "
+    from .conversation import (
+        RunInterrupted,
+        exit_now,
+        leave,
+        leave_on_ctrl_c,
+        run_interruptible,
+    )
 
-    async def main() -> Any:
-        try:
-            return await conversation.ask(prompt)
-        finally:
-            await conversation.close()
-
-    outcome = asyncio.run(main())  # Ctrl-C: KeyboardInterrupt, 130 in cli.main
+    leave_on_ctrl_c()  # but during the run, whose first Ctrl-C cancels it
+    loop = asyncio.new_event_loop()
+    try:
+        outcome = run_interruptible(loop, conversation.ask(prompt))
+    except RunInterrupted:
+        outcome = None
+        eprint("sessiontape run: cancelled (recorded as interrupted)")
+    except KeyboardInterrupt:  # a second Ctrl-C before the run had stopped
+        eprint()
+        exit_now(EXIT_INTERRUPTED)
+    finally:
+        _shutdown(loop, conversation)
+    if outcome is None:
+        return leave(EXIT_INTERRUPTED, cancelled=True)
     if not outcome.ok:
         _failure("run", outcome.error)
         return EXIT_FAILURE
@@ -164,7 +180,14 @@ class _History:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     """A prompt loop over one recorded conversation."""
-    from .conversation import RunInterrupted, describe_compaction, run_interruptible
+    from .conversation import (
+        RunInterrupted,
+        describe_compaction,
+        exit_now,
+        leave,
+        leave_on_ctrl_c,
+        run_interruptible,
+    )
 
     color = use_color()
     style = Style(color)
@@ -180,6 +203,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     prompt = history.prompt(style)
     loop = asyncio.new_event_loop()
     code = EXIT_OK
+    cancelled = False  # a run (or compaction) was cancelled: it may have left threads behind
     try:
         while True:
             try:
@@ -205,6 +229,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
                         info = run_interruptible(loop, conversation.compact())
                         stored = run_interruptible(loop, conversation.stored_items())
                     except RunInterrupted:
+                        cancelled = True
                         eprint("sessiontape chat: compaction cancelled")
                         continue
                     except Exception as exc:
@@ -219,24 +244,32 @@ def cmd_chat(args: argparse.Namespace) -> int:
             try:
                 outcome = run_interruptible(loop, conversation.ask(line))
             except RunInterrupted:
+                cancelled = True
                 eprint("sessiontape chat: cancelled (recorded as interrupted)")
                 continue
             if not outcome.ok:
                 _failure("chat", outcome.error)
-    except KeyboardInterrupt:  # a second Ctrl-C during an answer
+    except KeyboardInterrupt:  # a second Ctrl-C before the answer had stopped
         out.line()
-        code = EXIT_INTERRUPTED
+        history.save()
+        exit_now(EXIT_INTERRUPTED)
     finally:
+        leave_on_ctrl_c()
         history.save()
         _shutdown(loop, conversation)
     if conversation.recorder.errors:
         eprint(f"sessiontape chat: {conversation.recorder.errors} recording error(s); "
                "see the warning above")
-    return code
+    return leave(code, cancelled=cancelled)
 
 
 def _shutdown(loop: asyncio.AbstractEventLoop, conversation: Any) -> None:
-    """Cancel what is left of a run, write the recording, close the loop."""
+    """Cancel what is left of a run, write the recording, close the store and the loop.
+
+    The loop's default executor is not waited for: a synchronous tool of a cancelled run
+    may still block one of its threads. Called with ``leave_on_ctrl_c`` in force: a Ctrl-C
+    meanwhile (a task of the run that ignores its cancellation) leaves at once.
+    """
     try:
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for task in pending:
@@ -245,8 +278,6 @@ def _shutdown(loop: asyncio.AbstractEventLoop, conversation: Any) -> None:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(conversation.close())
         loop.run_until_complete(loop.shutdown_asyncgens())
-    except KeyboardInterrupt:
-        pass  # a third Ctrl-C: leave now (the writer thread still writes what it has)
     finally:
         loop.close()
 
