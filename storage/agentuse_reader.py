@@ -29,6 +29,7 @@ from .json_style import loads
 
 __all__ = [
     "CorruptFileError",
+    "DamagedFileError",
     "LoadedMessage",
     "LoadedSession",
     "ReadProblem",
@@ -52,6 +53,15 @@ class CorruptFileError(ValueError):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class DamagedFileError(CorruptFileError):
+    """A regular file of the tree, read whole, whose ``content`` is not a JSON object
+    (empty, truncated, garbage): what a writer may rebuild, keeping those bytes aside."""
+
+    def __init__(self, path: Path, reason: str, content: bytes) -> None:
+        super().__init__(path, reason)
+        self.content = content
 
 
 @dataclass(frozen=True)
@@ -89,16 +99,18 @@ def _read_regular_file(path: Path) -> bytes:
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
-    """Parse ``path`` as a JSON object or raise :class:`CorruptFileError`."""
+    """Parse ``path`` as a JSON object or raise :class:`CorruptFileError`
+    (:class:`DamagedFileError` for a readable file that is not one)."""
     raw = _read_regular_file(path)
     if not raw.strip():
-        raise CorruptFileError(path, "file is empty")
+        raise DamagedFileError(path, "file is empty", raw)
     try:
         data = loads(raw)
     except ValueError as exc:
-        raise CorruptFileError(path, f"invalid JSON: {exc}") from None
+        raise DamagedFileError(path, f"invalid JSON: {exc}", raw) from None
     if not isinstance(data, dict):
-        raise CorruptFileError(path, f"expected a JSON object, found {type(data).__name__}")
+        raise DamagedFileError(path, f"expected a JSON object, found {type(data).__name__}",
+                               raw)
     return data
 
 

@@ -6,6 +6,7 @@ session directory and exchange. Runs on the recorder's writer thread.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from .agentuse_reader import CorruptFileError, DamagedFileError
 from .agentuse_writer import (
     FORMAT,
     AgentUseMessage,
@@ -46,6 +48,8 @@ from .file_writes import WORKER
 from .liveness import RecordingLock, close_interrupted
 
 __all__ = ["REASONING_SLOTS", "TEXT_REWRITE_INTERVAL", "AgentUseSink"]
+
+log = logging.getLogger("sessiontape")
 
 # What a run's open parts say when a later run finds that its recorder is gone.
 # AgentUse's approval gate: a tool part of this name, ``pending`` with this resumePayload
@@ -163,6 +167,11 @@ def _tools_json(agent: AgentInfo) -> list[dict[str, Any]]:
     return _tool_entries(agent.tools)
 
 
+def _said(damage: CorruptFileError, outcome: str) -> None:
+    """One warning line: a file of the tree that could not be read, and what came of it."""
+    log.warning("sessiontape: %s; %s", damage, outcome)
+
+
 class AgentUseSink:
     """Writes one conversation into ``session_dir`` (created on the first run, reopened after).
 
@@ -276,10 +285,13 @@ class AgentUseSink:
                 return
         self._writes.flush()  # an earlier run's session.json, if still pending
         if (self.session_dir / "session.json").exists():
-            session = AgentUseSession.open(self.session_dir, self._writes)
+            session = self._open_session(event)
             alone = self._lock.acquire()
             if alone and session.info.get("status") == "running" and "recorder" in session.info:
-                close_interrupted(session, event.at)
+                try:
+                    close_interrupted(session, event.at)
+                except CorruptFileError as exc:  # a file it must read is damaged
+                    _said(exc, "the exchange a killed recording left open there stays as it is")
             session.info["model"] = event.agent.model
             session.info["format"] = FORMAT  # what this run writes
         else:
@@ -291,6 +303,20 @@ class AgentUseSink:
             self._lock.acquire()
         self._announce(session, event.at)
         self._start(event.scope, session, event.agent, event.user_text, event.at)
+
+    def _open_session(self, event: RunStarted) -> AgentUseSession:
+        """The conversation's session, to go on with; a damaged ``session.json`` (truncated,
+        not JSON) is rebuilt from the files beside it and this run's agent (the damaged
+        bytes kept aside: :meth:`AgentUseSession.recover`), which is said once."""
+        try:
+            return AgentUseSession.open(self.session_dir, self._writes)
+        except DamagedFileError as damage:
+            session = AgentUseSession.recover(self.session_dir, damage, event.agent.name,
+                                              at=event.at, writes=self._writes,
+                                              **self._session_kwargs(event.agent))
+            _said(damage, "rebuilt from the files beside it (the damaged file kept as "
+                  f"{session.info['recovered']['kept']})")
+            return session
 
     def _announce(self, session: AgentUseSession, at: int) -> None:
         """``running``, with the conversation and who records it (liveness.py)."""
@@ -457,13 +483,18 @@ class AgentUseSink:
         if not (self.session_dir / "session.json").exists():
             return None
         self._writes.flush()
-        session = AgentUseSession.open(self.session_dir, self._writes)
-        message = AgentUseMessage.open_last(session)
+        session = self._open_session(event)
+        try:
+            message = AgentUseMessage.open_last(session)
+            tools = message.open_parts("tool") if message is not None else []
+        except CorruptFileError as exc:
+            _said(exc, "the resumed run is recorded as a new exchange")
+            return None
         if message is None:
             return None
         waiting = {call.call_id for call in event.pending}
         scope = _Scope(session, message, agent_name=event.agent.name, started=event.at)
-        for part in message.open_parts("tool"):
+        for part in tools:
             state = part.fields.get("state")
             if not isinstance(state, dict) or state.get("status") != "pending":
                 continue

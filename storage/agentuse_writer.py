@@ -10,15 +10,22 @@ one writer (the recorder's writer thread) owns them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .agentuse_reader import SUBAGENT_DIR
+from .agentuse_reader import (
+    SESSION_FILE,
+    SUBAGENT_DIR,
+    CorruptFileError,
+    DamagedFileError,
+    read_json_object,
+)
 from .events import Tokens
 from .file_writes import FileWorker, write_here
 from .files import atomic_write, make_private_dir
-from .ids import new_ulid
+from .ids import is_ulid, new_ulid
 from .json_style import dumps_compact, dumps_pretty
 from .names import not_a_link, safe_join, sanitize_agent_name
 from .times import now_ms
@@ -156,8 +163,6 @@ class AgentUseMessage:
     @classmethod
     def open_last(cls, session: AgentUseSession) -> AgentUseMessage | None:
         """The session's latest exchange, to go on with (None if it has none)."""
-        from .agentuse_reader import read_json_object
-
         names = sorted(entry.name for entry in session.directory.iterdir()
                        if entry.is_dir() and (entry / "message.json").is_file())
         if not names:
@@ -167,8 +172,6 @@ class AgentUseMessage:
 
     def open_parts(self, part_type: str) -> list[AgentUsePart]:
         """This exchange's parts of ``part_type`` already on disk, in id order."""
-        from .agentuse_reader import read_json_object
-
         directory = self.directory / "part"
         if not directory.is_dir():
             return []
@@ -230,6 +233,24 @@ class AgentUseMessage:
     def save(self) -> None:
         """Rewrite ``message.json`` from :attr:`info`."""
         self.session.writes.put(self.directory / "message.json", lambda: self.info)
+
+
+def _first_created(directory: Path, default: int) -> int:
+    """The earliest ``time.created`` of the session's exchanges whose ``message.json``
+    reads (``default`` when none does)."""
+    with os.scandir(directory) as entries:
+        exchanges = [Path(entry.path) for entry in entries
+                     if is_ulid(entry.name) and entry.is_dir(follow_symlinks=False)]
+    created = []
+    for exchange in exchanges:
+        try:
+            times = read_json_object(exchange / "message.json").get("time")
+        except CorruptFileError:
+            continue
+        at = times.get("created") if isinstance(times, dict) else None
+        if isinstance(at, int) and not isinstance(at, bool):
+            created.append(at)
+    return min(created, default=default)
 
 
 class AgentUseSession:
@@ -312,9 +333,24 @@ class AgentUseSession:
     def open(cls, directory: Path, writes: DocumentWrites | None = None) -> AgentUseSession:
         """Continue the session in ``directory`` (its session.json must parse; a
         symbolic link is refused with UnsafePathError, never written through)."""
-        from .agentuse_reader import read_json_object
+        return cls(not_a_link(directory), read_json_object(directory / SESSION_FILE), writes)
 
-        return cls(not_a_link(directory), read_json_object(directory / "session.json"), writes)
+    @classmethod
+    def recover(cls, directory: Path, damage: DamagedFileError, agent_name: str, *, at: int,
+                writes: DocumentWrites | None = None, **kwargs: Any) -> AgentUseSession:
+        """A new ``session.json`` for the top-level session in ``directory``, whose own is
+        damaged (``damage``): its id from the directory's name, its creation its first
+        exchange's (else ``at``), the rest as :meth:`create` writes it for ``agent_name``
+        and ``kwargs``, and ``recovered``: ``{at, reason, kept}``. The damaged bytes are
+        kept beside it as ``kept``, ``session.json.corrupt-<at>`` (0600), never deleted."""
+        kept = f"{SESSION_FILE}.corrupt-{at}"
+        atomic_write(safe_join(not_a_link(directory), kept), damage.content)
+        session = cls.create(directory.parent, agent_name, writes=writes, directory=directory,
+                             session_id=directory.name.partition("-")[0],
+                             created=_first_created(directory, at), **kwargs)
+        session.info["recovered"] = {"at": at, "reason": damage.reason, "kept": kept}
+        session.save()
+        return session
 
     def write_tools(self, tools: list[dict[str, Any]]) -> None:
         """Write ``tools.json``: ``{"tools": [{name, [description], [inputSchema]}]}``, compact.
