@@ -51,9 +51,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from .log_owners import owner_pair
 from .log_reader import LogEntry, SessionLogTailer
 from .names import old_log_name, sanitize_log_name
 from .times import iso_ms
@@ -86,15 +88,27 @@ WAIT_MS = 500
 
 @dataclass(frozen=True)
 class LogSource:
-    """One log file: its path and the (sanitized) user folder and session file names."""
+    """One log file: its path and the (sanitized) user folder and session file names; the
+    raw names its owner record holds (:attr:`owner`, read once when first asked)."""
 
     path: str
     user: str
     session: str
 
+    @cached_property
+    def owner(self) -> tuple[str, str] | None:
+        """The raw ``(user_id, session_name)`` of the log's owner record (sessiontape's), as
+        ``sessions list`` names the conversation; None for a log without one."""
+        return owner_pair(Path(self.path))
+
     @property
     def label(self) -> str:
-        return f"{self.user}/{self.session}" if self.user else self.session
+        """``user/session`` as on disk, after the raw names when they differ:
+        ``bob@example.com/trip plan (bob_example_com/trip_plan)``."""
+        on_disk = f"{self.user}/{self.session}" if self.user else self.session
+        if self.owner is None or self.owner == (self.user, self.session):
+            return on_disk
+        return f"{self.owner[0]}/{self.owner[1]} ({on_disk})"
 
     @classmethod
     def of(cls, root: str, path: str) -> LogSource:

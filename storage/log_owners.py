@@ -23,7 +23,7 @@ from .paths import SkilletPaths
 
 __all__ = ["LOG_SUFFIX", "MAX_CANDIDATES", "candidates", "find_log_path", "log_owner",
            "old_candidates", "old_log_path", "owned_by", "owned_log_path",
-           "owner_record_name", "owner_record_path"]
+           "owner_pair", "owner_record_name", "owner_record_path"]
 
 LOG_SUFFIX = ".jsonl"
 MAX_CANDIDATES = 100
@@ -134,3 +134,11 @@ def owned_log_path(user_id: str, session_name: str, logs_root: Path) -> Path | N
 def log_owner(log_path: Path) -> dict[str, Any] | None:
     """The owner record of a log (``user_id``, ``session_name``), or None if it has none."""
     return _read_owner(owner_record_path(log_path))
+
+
+def owner_pair(log_path: Path) -> tuple[str, str] | None:
+    """The raw ``(user_id, session_name)`` a log's owner record names, or None (no record,
+    or one without both names)."""
+    owner = log_owner(log_path) or {}
+    user, name = owner.get("user_id"), owner.get("session_name")
+    return (user, name) if isinstance(user, str) and isinstance(name, str) else None

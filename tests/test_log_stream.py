@@ -18,6 +18,7 @@ from harness import EXECUTABLE, WAIT, Lines, cli_environ, on_terminal, run_cli, 
 
 from sessiontape.storage import log_entries as e
 from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.replay_log import ReplayLog
 from sessiontape.storage.times import iso_ms
 
 # -- helpers ---------------------------------------------------------------------------
@@ -158,6 +159,27 @@ def test_json_prints_every_entry_with_user_session_and_file(root: Path) -> None:
     for o in objects:
         assert (o["user"], o["session"], o["file"]) == ("john_example_com", "s1", str(path))
     assert objects[0]["userInput"] == "hi" and objects[-1]["model"] == "openai/gpt-4.1-nano"
+
+
+def test_a_log_is_named_by_its_owner_record_and_its_path(root: Path) -> None:
+    """A log sessiontape wrote has an owner record with the raw user id and session name:
+    the header names both (raw first), --json adds them as user_id and session_name, as
+    sessions list --json names the conversation; a log without one (skilled_crew's) is
+    named by its path alone (user_id and session_name null)."""
+    with ReplayLog("bob@example.com", "trip plan", root) as log:
+        log.append_many([e.user_message("hi"), e.final_result("hello", model="m")])
+    os.utime(log.path, (time.time(), time.time()))
+    write(root / "crew" / "s.jsonl", turn("a?", "A"), mtime=time.time() - 100)
+    text = run("--no-follow").stdout.splitlines()
+    assert [line for line in text if line.startswith("──")] == [
+        "── crew/s ──", "── bob@example.com/trip plan (bob_example_com/trip_plan) ──"]
+    objects = [json.loads(line) for line in run("--no-follow", "--json").stdout.splitlines()]
+    names = {(o["user"], o["session"], o["user_id"], o["session_name"]) for o in objects}
+    assert names == {("crew", "s", None, None),
+                     ("bob_example_com", "trip_plan", "bob@example.com", "trip plan")}
+    listed = json.loads(run_cli("sessions", "list", "--json").stdout)
+    assert ("bob@example.com", "trip plan") in {(s["user_id"], s["session_name"])
+                                                for s in listed}
 
 
 def test_user_and_session_filters_take_raw_or_sanitized_names(root: Path) -> None:
@@ -460,8 +482,9 @@ def test_colour_output_on_a_terminal_byte_for_byte(root: Path, steps: bool) -> N
 
 
 def test_json_output_byte_for_byte(root: Path) -> None:
-    """Each entry re-serialized compactly (orjson) with user, session and file set: new keys
-    last, a key the entry already has keeps its place."""
+    """Each entry re-serialized compactly (orjson) with user, session, file, user_id and
+    session_name set (no owner records here: null): new keys last, a key the entry already
+    has keeps its place."""
     corpus(root)
     done = run_bytes("--no-follow", "--json")
     assert done.returncode == 0
@@ -471,7 +494,8 @@ def test_json_output_byte_for_byte(root: Path) -> None:
     files = [("ann", "s1", root / "ann" / "s1.jsonl"), ("", "s0", root / "s0.jsonl"),
              ("bob\x1b[2J", "chat\x07", root / "bob\x1b[2J" / "chat\x07.jsonl")]
     ann, s0, bob = ([orjson.dumps({**entry.data, "user": user, "session": session,
-                                   "file": str(path)}).decode()
+                                   "file": str(path), "user_id": None,
+                                   "session_name": None}).decode()
                      for entry in SessionLogReader(path).entries()]
                     for user, session, path in files)
     # ann/s1's unterminated last line comes at the very end; s0's is malformed
@@ -479,10 +503,10 @@ def test_json_output_byte_for_byte(root: Path) -> None:
     assert printed[20] == (
         '{"kind":"user_message","userInput":null,"timestamp":"2026-11-21T12:00:00+02:00",'
         f'"user":"ann","file":"{root}/ann/s1.jsonl","n":1.5,"big":1e+300,"neg":-0.0,"u":"é",'
-        '"session":"s1"}')
+        '"session":"s1","user_id":null,"session_name":null}')
     assert printed[17] == ('{"kind":"user_message","userInput":"esc \\u001b[31m red \\u0007 '
                            'é 漢字 🙂 \u2028","user":"ann","session":"s1",'
-                           f'"file":"{root}/ann/s1.jsonl"}}')
+                           f'"file":"{root}/ann/s1.jsonl","user_id":null,"session_name":null}}')
 
 
 def test_following_prints_the_same_lines(root: Path, follower: Follower) -> None:

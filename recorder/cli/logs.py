@@ -101,7 +101,8 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                              "handoffs and compactions")
     stream.add_argument("--json", action="store_true",
                         help="print every entry as one JSON object per line, with user, "
-                             "session and file added")
+                             "session and file added, and user_id and session_name (the raw "
+                             "names of the log's owner record, or null)")
     stream.add_argument("--user", metavar="U", default=None,
                         help="only this user's logs (raw or sanitized name, e.g. "
                              "john@example.com or john_example_com)")

@@ -83,11 +83,13 @@ def _printable(text: str, *, one_line: bool = False) -> str:
 class EntryFormatter:
     """Entries as skillet's ``log stream`` lines, or as JSON lines.
 
-    Text: a ``── user/session ──`` header whenever the source changes, then
+    Text: a ``── user/session ──`` header whenever the source changes (the raw names of
+    its owner record first when they differ: :attr:`LogSource.label`), then
     ``[ts] user> ...`` and ``[ts] agent> (model) ...``; with ``steps`` also
     agent starts, tool calls, tool results (abbreviated; a failed call as
     ``tool ✗ exception``, in red), handoffs and compactions. JSON: every entry,
-    as one object with ``user``, ``session`` and ``file`` added.
+    as one object with ``user``, ``session``, ``file``, ``user_id`` and
+    ``session_name`` added.
     """
 
     def __init__(self, *, steps: bool = False, json: bool = False, color: bool = False) -> None:
@@ -114,14 +116,18 @@ class EntryFormatter:
             return ""
         if source != self._last:
             self._last = source
-            lines.insert(0, f"{self._head}── {printable(source.label)} ──{self._reset}")
+            label = printable(source.label, one_line=True)
+            lines.insert(0, f"{self._head}── {label} ──{self._reset}")
         lines.append("")  # for the last newline
         return "\n".join(lines)
 
     @staticmethod
     def _json_lines(source: LogSource, objects: list[dict[str, Any]]) -> str:
-        """Each object with ``user``, ``session`` and ``file`` set (new keys last), a line each."""
-        added = {"user": source.user, "session": source.session, "file": source.path}
+        """Each object with ``user``, ``session``, ``file``, ``user_id`` and ``session_name``
+        (the owner record's raw names, or null) set (new keys last), a line each."""
+        user_id, session_name = source.owner or (None, None)
+        added = {"user": source.user, "session": source.session, "file": source.path,
+                 "user_id": user_id, "session_name": session_name}
         dumps, option = orjson.dumps, orjson.OPT_APPEND_NEWLINE
         try:
             return b"".join([dumps({**data, **added}, default=str, option=option)
