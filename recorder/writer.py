@@ -52,8 +52,15 @@ class Target(Protocol):
 
 
 class _Flush:
-    def __init__(self) -> None:
+    def __init__(self, waiter: asyncio.Future[None] | None = None) -> None:
         self.done = threading.Event()
+        self.waiter = waiter  # an event loop's future, woken too (aflush)
+
+    def set(self) -> None:
+        self.done.set()
+        if self.waiter is not None:
+            with contextlib.suppress(RuntimeError):  # its loop was closed meanwhile
+                self.waiter.get_loop().call_soon_threadsafe(_wake, self.waiter)
 
 
 class _Stop:
@@ -144,7 +151,7 @@ class EventWriter:
                 self._flush_sinks(touched)
                 self._written(items)
                 items = 0
-                item.done.set()
+                item.set()
                 continue
             if isinstance(item, _Stop):
                 continue
@@ -177,9 +184,9 @@ class EventWriter:
         """Block until every event queued before this call is written."""
         return self._put_flush().done.wait(timeout)
 
-    def _put_flush(self) -> _Flush:
+    def _put_flush(self, waiter: asyncio.Future[None] | None = None) -> _Flush:
         self._ensure_thread()
-        marker = _Flush()
+        marker = _Flush(waiter)
         self._queue.put((None, marker))
         self._hurry.set()
         return marker
@@ -197,10 +204,11 @@ class EventWriter:
             FILE_WORKER.close()
 
     async def aflush(self) -> None:
-        """:meth:`flush` without blocking the event loop."""
-        marker = self._put_flush()
-        if not marker.done.is_set():
-            await asyncio.get_running_loop().run_in_executor(None, marker.done.wait)
+        """:meth:`flush` without blocking the event loop, and without taking a thread of
+        its executor: a cancelled run's synchronous tools may still hold them all."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._put_flush(waiter)
+        await waiter
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

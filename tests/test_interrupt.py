@@ -98,6 +98,7 @@ def test_an_unhandled_exception_leaves_everything_written_and_marked() -> None:
 BLOCKING_TOOLS = textwrap.dedent('''
     import asyncio
     import itertools
+    import os
     import time
     from pathlib import Path
 
@@ -120,6 +121,26 @@ BLOCKING_TOOLS = textwrap.dedent('''
             ModelStep(output=[assistant_message("done at last", item_id="m_done")],
                       response_id="r_done"),
         ]))
+
+
+    # as many as the threads of asyncio's default executor (ThreadPoolExecutor's default)
+    CROWD = min(32, (getattr(os, "process_cpu_count", os.cpu_count)() or 1) + 4)
+
+
+    @function_tool
+    def stuck_n(n: int) -> str:
+        """Blocks its thread, as stuck does (stuck.<n> says when)."""
+        Path(f"stuck.{n}").touch()
+        time.sleep(600)
+        return "late"
+
+
+    def crowd_agent():
+        """Calls stuck_n CROWD times at once: every thread of the default executor blocks."""
+        calls = [function_call("stuck_n", {"n": n}, call_id="c_stuck" if n == 0 else
+                               f"c_stuck_{n}", item_id=f"fc_{n}") for n in range(CROWD)]
+        return Agent(name="Stuck", tools=[stuck_n], model=ScriptedModel([
+            ModelStep(output=calls, response_id="r_crowd")]))
 
 
     class Stubborn(AgentHooks):
@@ -175,9 +196,11 @@ def terminals() -> Iterator[Callable[..., Terminal]]:
         terminal.close()  # kills a process a failed test left running
 
 
-def assert_recorded_as_stopped(session_name: str, later: Sequence[str] = ()) -> None:
+def assert_recorded_as_stopped(session_name: str, later: Sequence[str] = (),
+                               calls: int = 1) -> None:
     """The first turn of ``session_name`` is recorded as stopped by Ctrl-C in the log, the
-    tree and the store; the turns after it answered ``later``."""
+    tree (its ``calls`` tool calls, or more, failed) and the store; the turns after it
+    answered ``later``."""
     log = ReplayLog(DEFAULT_USER_ID, session_name,
                     Path(os.environ["SKILLET_HOME"]) / "state/.agent_session_logs").path
     prompts = ["wait for it", *(f"prompt {n}" for n in range(len(later)))]
@@ -190,7 +213,7 @@ def assert_recorded_as_stopped(session_name: str, later: Sequence[str] = ()) -> 
     first = session.messages[0]
     assert "completed" not in first.info["time"]
     tools = {p["callID"]: p["state"] for p in first.parts if p["type"] == "tool"}
-    assert "c_stuck" in tools
+    assert "c_stuck" in tools and len(tools) >= calls
     for state in tools.values():
         assert state["status"] == "error"
         assert state["error"] == "CancelledError: the run was cancelled"
@@ -221,6 +244,22 @@ def test_run_ctrl_c_during_a_blocking_tool_leaves_at_once_recorded_as_stopped(
     assert "sessiontape run: cancelled (recorded as interrupted)" in run.seen
     assert "Traceback" not in run.seen and "Exception ignored" not in run.seen
     assert_recorded_as_stopped("stuck")
+
+
+def test_run_ctrl_c_while_blocking_tools_hold_every_executor_thread_stops_at_once(
+        terminals: Callable[..., Terminal], project: Path) -> None:
+    sys.path.insert(0, str(project))
+    try:
+        from blocking_tools import CROWD
+    finally:
+        sys.path.remove(str(project))
+    run = terminals("run", "--agent", "blocking_tools:crowd_agent", "--session-name",
+                    "stuck", "wait for it", cwd=project)
+    wait_for(lambda: all((project / f"stuck.{n}").exists() for n in range(CROWD)),
+             f"{CROWD} blocking tools to start")
+    run.send("\x03")  # one Ctrl-C: writing the recording needs none of those threads
+    assert run.wait() == 130
+    assert_recorded_as_stopped("stuck", calls=CROWD)
 
 
 def test_run_a_second_ctrl_c_while_the_run_stops_leaves_at_once(
