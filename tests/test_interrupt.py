@@ -241,7 +241,7 @@ def test_run_ctrl_c_during_a_blocking_tool_leaves_at_once_recorded_as_stopped(
     run.send("\x03")
     # The tool sleeps 600 s, far beyond wait()'s timeout: ending at all is not waiting for it.
     assert run.wait() == 130
-    assert "sessiontape run: cancelled (recorded as interrupted)" in run.seen
+    assert "sessiontape run: cancelled (recorded as stopped)" in run.seen
     assert "Traceback" not in run.seen and "Exception ignored" not in run.seen
     assert_recorded_as_stopped("stuck")
 
@@ -269,7 +269,7 @@ def test_run_a_second_ctrl_c_while_the_run_stops_leaves_at_once(
     wait_for((project / "stuck.started").exists, "the blocking tool to start")
     wait_for((project / "hook.started").exists, "the stubborn hook to start")
     run.send("\x03")
-    run.expect("sessiontape run: cancelled (recorded as interrupted)")
+    run.expect("sessiontape run: cancelled (recorded as stopped)")
     # the hook ignored the run's cancellation, then the one of what the run left behind:
     # the command is stopping, and would wait for ever
     wait_for((project / "hook.cancelled.2").exists, "the hook to ignore two cancellations")
@@ -289,7 +289,7 @@ def test_chat_ctrl_c_during_a_blocking_tool_returns_to_the_prompt_and_leaves_at_
     chat.send("wait for it\n")
     wait_for((project / "stuck.started").exists, "the blocking tool to start")
     chat.send("\x03")
-    assert "cancelled (recorded as interrupted)" in chat.expect("user> ")
+    assert "cancelled (recorded as stopped)" in chat.expect("user> ")
     # the tool's thread still sleeps: the conversation goes on beside it
     assert "agent> done at last" in chat.line("prompt 0")
     if leave == "ctrl-c":

@@ -377,7 +377,7 @@ def test_chat_ctrl_c_cancels_the_answer_then_leaves_at_the_prompt(terminals: Any
     wait_for((agents_dir / "slow.started").exists, "the slow tool to start")
     chat.send("\x03")
     shown = chat.expect("user> ")
-    assert "cancelled (recorded as interrupted)" in shown
+    assert "cancelled (recorded as stopped)" in shown
     shown = chat.line("and now?")
     assert "agent> done at last" in shown
     assert chat.interrupt_at_prompt() == 130  # Ctrl-C at the prompt leaves

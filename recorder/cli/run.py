@@ -5,7 +5,7 @@ history in the skillet state directory). Both continue ``--session-name`` if
 it has turns (replayed on stdout first; the model sees the history from the
 item store) or start a new conversation, whose name goes to stderr.
 
-Ctrl-C during an answer cancels that run (recorded as interrupted); ``run``
+Ctrl-C during an answer cancels that run (recorded as stopped); ``run``
 then leaves (130), ``chat`` returns to the prompt, where Ctrl-C leaves (130). A
 second Ctrl-C before the run has stopped leaves at once. Neither waits for a
 synchronous tool the cancelled run left blocked in its thread
@@ -42,7 +42,7 @@ CHAT_HELP = """\
 /help      this help
 /compact   compact the stored history now (older items become a summary) and say what it did
 /exit      leave (so do /quit and Ctrl-D)
-Ctrl-C     cancels a running answer (recorded as interrupted); at the prompt it leaves"""
+Ctrl-C     cancels a running answer (recorded as stopped); at the prompt it leaves"""
 
 
 def history_path() -> Path:
@@ -121,7 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = run_interruptible(loop, conversation.ask(prompt))
     except RunInterrupted:
         outcome = None
-        eprint("sessiontape run: cancelled (recorded as interrupted)")
+        eprint("sessiontape run: cancelled (recorded as stopped)")
     except KeyboardInterrupt:  # a second Ctrl-C before the run had stopped
         eprint()
         exit_now(EXIT_INTERRUPTED)
@@ -245,7 +245,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 outcome = run_interruptible(loop, conversation.ask(line))
             except RunInterrupted:
                 cancelled = True
-                eprint("sessiontape chat: cancelled (recorded as interrupted)")
+                eprint("sessiontape chat: cancelled (recorded as stopped)")
                 continue
             if not outcome.ok:
                 _failure("chat", outcome.error)
