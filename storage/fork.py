@@ -50,7 +50,7 @@ from .agentuse_reader import (
     split_session_dir_name,
 )
 from .agentuse_writer import drop_none
-from .db import PAIR, connect, connect_readonly, immediate, tables
+from .db import PAIR, connect, connect_readonly, immediate, tables, writing_problem
 from .files import atomic_write, make_private_dir, prepare_private_file
 from .ids import new_ulid, ulid_ms
 from .json_style import dumps_compact, dumps_pretty, loads
@@ -586,10 +586,14 @@ def fork_session(store_file: Path, user_id: str, session_name: str, new_name: st
     none); the new log goes under ``logs_root``, the new tree beside ``agentuse_dir``.
     The layouts that exist are forked; they must agree on the number of turns. Raises
     :class:`NameTakenError` (``new_name`` exists in any layout), :class:`TurnRangeError`
-    or :class:`ForkError`, having written nothing; a failure while writing removes what
-    was written. The original is never changed.
+    or :class:`ForkError` (also for an item store that is damaged or cannot be written),
+    having written nothing; a failure while writing removes what was written. The
+    original is never changed.
     """
     _check_new_name(new_name)
+    problem = writing_problem(store_file)
+    if problem is not None:
+        raise ForkError(f"item store {problem}; not forking")
     history = _read_history(store_file, user_id, session_name)
     log = _read_log(log_path) if log_path is not None else None
     tree = _read_tree(agentuse_dir) if agentuse_dir is not None else None

@@ -42,7 +42,15 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionABC, SessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
-from .db import BUSY_TIMEOUT_S, META_SCHEMA, PAIR, connect, connect_readonly
+from .db import (
+    BUSY_TIMEOUT_S,
+    META_SCHEMA,
+    PAIR,
+    connect,
+    connect_readonly,
+    damage,
+    unwritable,
+)
 from .files import prepare_private_file
 from .items import read_item, to_protocol
 from .json_style import dumps_compact
@@ -223,7 +231,10 @@ class ItemStore:
 
     ``path`` defaults to ``SkilletPaths.resolve().store_file``. With
     ``readonly=True`` the file is opened read-only and never changed (for a
-    store another tool owns, or one on a read-only disk). :meth:`shared` gives
+    store another tool owns, or one on a read-only disk); so is a file that
+    cannot be written (it, or its directory, is read-only): its history is
+    read, its writes fail. A damaged file is neither read nor written
+    (:class:`~sessiontape.storage.db.DamagedDatabase`). :meth:`shared` gives
     the one store of a path that every user in the process shares.
     """
 
@@ -260,8 +271,14 @@ class ItemStore:
         self.snapshots: dict[tuple[str, str], Snapshot] = {}  # by pair (see Snapshot)
 
     def _open_sync(self) -> sqlite3.Connection:
-        """Open and prepare the file (runs on the connection's worker thread)."""
-        if self.readonly:
+        """Open and prepare the file (runs on the connection's worker thread). A damaged
+        file raises :class:`~sessiontape.storage.db.DamagedDatabase` untouched; one that
+        cannot be written is opened read-only, as with ``readonly``: its items are read,
+        and each write raises (nothing is made beside it)."""
+        damaged = damage(self.path)
+        if damaged is not None:
+            raise damaged
+        if self.readonly or unwritable(self.path) is not None:
             ro = connect_readonly(self.path)
             if ro is None:
                 raise sqlite3.OperationalError(f"unable to open database file: {self.path} "
