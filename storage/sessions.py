@@ -78,6 +78,7 @@ from .log_owners import (
     find_log_path,
     log_owner,
     owned_log_path,
+    owner_pair,
     owner_record_name,
     owner_record_path,
 )
@@ -544,12 +545,6 @@ class _Log:
     owned: bool  # it has an owner record (sessiontape's); else the names are its file's
 
 
-def _owner_pair(log_path: Path) -> tuple[str, str] | None:
-    owner = log_owner(log_path) or {}
-    user, name = owner.get("user_id"), owner.get("session_name")
-    return (user, name) if isinstance(user, str) and isinstance(name, str) else None
-
-
 def _listed_logs(logs_root: Path, known: dict[str, tuple[str, str]]) -> list[_Log]:
     """Every log of every user directory (not links, not ``.``-names) with its pair: its
     owner record's (``known`` maps the logs whose record was read before), else its
@@ -572,7 +567,7 @@ def _listed_logs(logs_root: Path, known: dict[str, tuple[str, str]]) -> list[_Lo
                 continue
             path = Path(entries[file].path)
             owned = owner_record_name(file) in entries
-            pair = (known.get(entries[file].path) or _owner_pair(path)) if owned else None
+            pair = (known.get(entries[file].path) or owner_pair(path)) if owned else None
             found.append(_Log(*(pair or (user_dir.name, file.removesuffix(".jsonl"))), path,
                               owned))
     return found
