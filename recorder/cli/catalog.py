@@ -42,7 +42,7 @@ from .console import (
     project_option,
     use_color,
 )
-from .finding import Progress, answering_catalog
+from .finding import Progress, answering_catalog, say_store_damage
 
 # The JSON key that names a usage row's group.
 GROUP_KEYS = {"daily": "day", "monthly": "month", "session": "session", "model": "model",
@@ -184,6 +184,7 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
     """``catalog refresh [--full]``: bring the catalog up to date now and say what that
     did."""
     where = Locations.resolve(project_root=args.project)
+    say_store_damage("sessiontape catalog", where)
     try:
         with Catalog() as catalog:
             summary = catalog.refresh(where, full=args.full,

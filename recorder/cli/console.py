@@ -26,6 +26,7 @@ __all__ = [
     "printable",
     "project_option",
     "use_color",
+    "warnings_in_one_line",
 ]
 
 EXIT_OK = 0
@@ -99,6 +100,22 @@ def print_json(value: Any, *, indent: bool = True, stream: TextIO | None = None)
 def eprint(*parts: Any) -> None:
     """A diagnostic on stderr."""
     print(*parts, file=sys.stderr, flush=True)
+
+
+def warnings_in_one_line() -> None:
+    """The ``sessiontape`` logger's warnings (the recorder's: a layout it could not write)
+    on stderr, each as its one line, without the traceback it carries for a log file."""
+    import logging
+
+    class OneLine(logging.Formatter):
+        def formatException(self, ei: Any) -> str:
+            return ""
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLine())
+    logger = logging.getLogger("sessiontape")
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 def project_option(parser: argparse.ArgumentParser) -> None:

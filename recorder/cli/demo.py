@@ -10,7 +10,15 @@ import sys
 from sessiontape.storage.names import DEFAULT_USER_ID
 
 from . import VERBS
-from .console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, plural, use_color
+from .console import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    Style,
+    plural,
+    use_color,
+    warnings_in_one_line,
+)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -19,6 +27,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("sessiontape demo: --model needs OPENAI_API_KEY (leave it out to run offline)",
               file=sys.stderr)
         return EXIT_USAGE
+    from .finding import store_refuses_run
+
+    if store_refuses_run("sessiontape demo"):  # before the Agents SDK is loaded
+        return EXIT_FAILURE
+    warnings_in_one_line()
     from sessiontape.storage.log_reader import SessionLogReader
 
     from .demo_world import DEMO_SESSION, demo_paths, run_demo

@@ -5,7 +5,9 @@ Every verb that names or lists conversations asks the catalog
 terminal while it reads many); a verb that names one brings in line only what its name
 selects (:meth:`~sessiontape.storage.catalog.Catalog.find` with ``where``). When the
 catalog cannot be used (locked, read-only, of a newer sessiontape) one line on stderr says
-so and the layouts are read directly, with the same answer, only slower.
+so and the layouts are read directly, with the same answer, only slower. A damaged item
+store is read as none (``db.connect_readonly``): one line says so, with how to repair it
+(:func:`say_store_damage`), and the logs and AgentUse trees answer.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessiontape.storage.catalog import Catalog, CatalogUnavailable, Listed
-from sessiontape.storage.paths import Locations
+from sessiontape.storage.db import damage
+from sessiontape.storage.paths import Locations, SkilletPaths
 
 from .console import EXIT_FAILURE, EXIT_USAGE, eprint, printable
 
@@ -44,6 +47,35 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
+def store_problem(prog: str, what: str, problem: Exception | None) -> bool:
+    """Say in one line on stderr what is done (or not) about the item store's ``problem``
+    (:func:`sessiontape.storage.db.writing_problem`): ``prog: what: item store PATH is
+    damaged (...). To repair it, ...``; whether there was one."""
+    if problem is None:
+        return False
+    eprint(printable(f"{prog}: {what}: item store {problem}", one_line=True))
+    return True
+
+
+_said: set[Path] = set()  # damaged stores said so by this process
+
+
+def say_store_damage(prog: str, where: Locations) -> None:
+    """When the item store is damaged, say once (per process) that the conversations are
+    read from their logs and AgentUse trees alone, and how to repair it."""
+    if where.store_file not in _said and store_problem(
+            prog, "reading the conversations from their logs and AgentUse trees alone",
+            damage(where.store_file)):
+        _said.add(where.store_file)
+
+
+def store_refuses_run(prog: str) -> bool:
+    """Whether the item store is damaged: then nothing is run (the model would not get the
+    conversation's history, kept there, and nothing could be stored), said in one line."""
+    return store_problem(prog, "nothing was run (the conversation's history is kept there)",
+                         damage(SkilletPaths.resolve().store_file))
+
+
 def _progress() -> Progress | None:
     return Progress() if sys.stderr.isatty() else None
 
@@ -65,6 +97,7 @@ def open_catalog(project: Path | None, *, full: bool = False) -> Catalog:
 def answering_catalog(prog: str, project: Path | None) -> Catalog:
     """:func:`open_catalog`; when it cannot be used, one line on stderr and a catalog built
     in memory from the layouts instead (the same answers, only slower)."""
+    say_store_damage(prog, Locations.resolve(project_root=project))
     try:
         return open_catalog(project)
     except CatalogUnavailable as exc:
@@ -83,6 +116,7 @@ def conversations(prog: str, project: Path | None, user: str | None) -> list[Lis
     from sessiontape.storage.json_style import dumps_compact
     from sessiontape.storage.sessions import list_sessions  # the read model: not for search
 
+    say_store_damage(prog, Locations.resolve(project_root=project))
     try:
         with open_catalog(project) as catalog:
             return catalog.listed(user)
@@ -102,6 +136,7 @@ def lookup(prog: str, query: str, user: str | None, where: Locations, *,
         find_session,
     )
 
+    say_store_damage(prog, where)
     try:
         try:
             with Catalog() as catalog:  # brings in line only what the answer depends on

@@ -34,6 +34,7 @@ from .console import (
     plural,
     printable,
     use_color,
+    warnings_in_one_line,
 )
 
 HISTORY_FILE = ".sessiontape_chat_history"
@@ -57,6 +58,11 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
         eprint(f"sessiontape {verb}: --model {args.model} needs OPENAI_API_KEY "
                "(leave --model out to run the agent as it is)")
         return EXIT_USAGE
+    from .finding import store_refuses_run
+
+    if store_refuses_run(f"sessiontape {verb}"):  # before the Agents SDK is loaded
+        return EXIT_FAILURE
+    warnings_in_one_line()
     from .agent_loader import AgentLoadError, load_agent
     from .conversation import AgentSource, Conversation
 
@@ -307,7 +313,9 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "agent, offline) and record it. The answer goes to stdout; if --session-name "
                     "has earlier turns, they are replayed first and this turn follows as "
                     "user>/agent> lines. Exit codes: 0 ok, "
-                    "1 the run failed (still recorded), 2 usage, 130 Ctrl-C.")
+                    "1 the run failed (still recorded), or was not recorded whole (a warning "
+                    "says where), or the item store is damaged (nothing is run), 2 usage, "
+                    "130 Ctrl-C.")
     _common(run, stream=False)
     run.add_argument("prompt", nargs="+", metavar="PROMPT", help="the prompt (words are joined)")
     run.set_defaults(handler=cmd_run)

@@ -24,7 +24,7 @@ from .console import (
     project_option,
     use_color,
 )
-from .finding import conversations, lookup
+from .finding import conversations, lookup, store_problem
 
 if TYPE_CHECKING:
     from sessiontape.storage.fork import ForkResult
@@ -50,6 +50,14 @@ def _lookup(args: argparse.Namespace, where: Locations, *,
             by_id: bool = True) -> SessionInfo | int:
     """The conversation NAME names, or the exit code after saying why there is none."""
     return lookup(PROG, args.name, args.user, where, by_id=by_id)
+
+
+def _store_refuses(what: str, where: Locations) -> bool:
+    """Whether the item store cannot be written (damaged, read-only): then ``what`` is
+    refused in one line saying why, before anything is read or changed."""
+    from sessiontape.storage.db import writing_problem
+
+    return store_problem(PROG, f"{what}, nothing was changed", writing_problem(where.store_file))
 
 
 def _warn(problems: list[str]) -> None:
@@ -119,6 +127,8 @@ def _confirm(question: str) -> bool:
 
 def cmd_clear(args: argparse.Namespace) -> int:
     where = _locations(args)
+    if _store_refuses(f"not clearing {args.name!r}", where):
+        return EXIT_FAILURE
     found = _lookup(args, where, by_id=False)
     if isinstance(found, int):
         return found
@@ -203,6 +213,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
         eprint(f"{PROG}: --as is empty: the new session needs a name")
         return EXIT_USAGE
     where = _locations(args)
+    if _store_refuses(f"not forking {args.name!r}", where):
+        return EXIT_FAILURE
     found = _lookup(args, where)
     if isinstance(found, int):
         return found
@@ -235,7 +247,10 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "sessions", help=VERBS["sessions"].help,
         description="Recorded conversations, joined across the item store, the JSONL replay "
                     "logs and the AgentUse trees. Exit codes: 0 ok, 1 unknown session (or "
-                    "a declined confirmation), 2 usage error or ambiguous name.")
+                    "a declined confirmation, or clear or fork with an item store that is "
+                    "damaged or cannot be written: nothing is changed), 2 usage error or "
+                    "ambiguous name. A damaged item store is said in one line, with how to "
+                    "repair it, and the logs and AgentUse trees answer.")
     sub = sessions.add_subparsers(dest="sessions_verb", metavar="SUBCOMMAND", required=True)
 
     def user_option(parser: argparse.ArgumentParser) -> None:
