@@ -292,9 +292,12 @@ class FileWorker:
         self._starts += 1
         try:
             # -I -S: no environment, user site or site-packages; the helper needs none.
+            # A session of its own: a Ctrl-C typed at the terminal is the parent's alone,
+            # even while the helper starts (before it ignores SIGINT itself).
             self._process = subprocess.Popen(
                 [sys.executable, "-I", "-S", __file__], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0,
+                start_new_session=True)
         except OSError as exc:
             logger.warning("sessiontape: could not start the file-writing helper (%s); "
                            "the writer thread writes the files itself", exc)

@@ -54,6 +54,17 @@ def test_a_batch_is_written_by_a_helper_process_whole_and_private(
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p, _ in files)
 
 
+def test_a_ctrl_c_at_the_terminal_never_reaches_the_helper(tmp_path: Path,
+                                                           worker: FileWorker) -> None:
+    """A terminal sends Ctrl-C's SIGINT to its foreground process group: the helper is in
+    a session (and group) of its own from its start, so a Ctrl-C typed while it starts,
+    before it ignores SIGINT itself, is the parent's alone (it had killed the helper)."""
+    worker.write([(tmp_path / "x.json", b"x")])
+    assert worker.pid is not None
+    assert os.getpgid(worker.pid) != os.getpgid(0)
+    assert os.getsid(worker.pid) == worker.pid != os.getsid(0)
+
+
 def test_a_file_the_helper_cannot_write_is_reported_and_the_others_are_written(
         tmp_path: Path, worker: FileWorker) -> None:
     (tmp_path / "a-directory").mkdir()
