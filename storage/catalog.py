@@ -111,8 +111,8 @@ _UNKNOWN = -2
 _MISSING = -1
 
 _SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE conversations (
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS conversations (
   id INTEGER PRIMARY KEY,
   key TEXT NOT NULL UNIQUE,      -- [user, session name] (JSON); [null, dir]: a tree alone
   user TEXT,                     -- NULL: a session AgentUse wrote (no user)
@@ -133,48 +133,48 @@ CREATE TABLE conversations (
   quiet INTEGER NOT NULL);       -- 1: a store pair whose log was stated unchanged HOT_NS
                                  -- after its last change (its heads: stated in turn); -1:
                                  -- such a log of no pair (stated always, not judged again)
-CREATE TABLE subagent_sessions (
+CREATE TABLE IF NOT EXISTS subagent_sessions (
   conversation INTEGER NOT NULL, session_id TEXT, parent_session_id TEXT, call_id TEXT,
   agent TEXT, turn INTEGER);
-CREATE TABLE turns (
+CREATE TABLE IF NOT EXISTS turns (
   conversation INTEGER NOT NULL, number INTEGER NOT NULL, user_text TEXT, final_text TEXT,
   started_ms INTEGER, ended_ms INTEGER, PRIMARY KEY (conversation, number));
-CREATE TABLE texts (
+CREATE TABLE IF NOT EXISTS texts (
   id INTEGER PRIMARY KEY, conversation INTEGER NOT NULL, turn INTEGER, kind TEXT NOT NULL,
   agent TEXT, tool TEXT, at_ms INTEGER, content TEXT NOT NULL);
-CREATE VIRTUAL TABLE texts_fts USING fts5(content, content='texts', content_rowid='id');
-CREATE TABLE tool_calls (
+CREATE VIRTUAL TABLE IF NOT EXISTS texts_fts USING fts5(content, content='texts', content_rowid='id');
+CREATE TABLE IF NOT EXISTS tool_calls (
   conversation INTEGER NOT NULL, turn INTEGER, session_id TEXT, call_id TEXT, tool TEXT,
   status TEXT, started_ms INTEGER, completed_ms INTEGER);
-CREATE TABLE model_calls (
+CREATE TABLE IF NOT EXISTS model_calls (
   conversation INTEGER NOT NULL, turn INTEGER, agent TEXT, model TEXT,
   input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
   cached_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL,
   cost REAL NOT NULL, at_ms INTEGER);
-CREATE TABLE store_pairs (       -- what the store said of each pair at the last listing
+CREATE TABLE IF NOT EXISTS store_pairs (       -- what the store said of each pair at the last listing
   key TEXT PRIMARY KEY, counts TEXT NOT NULL, link BLOB);
-CREATE TABLE roots (              -- the store and its WAL, the log directories, the trees'
+CREATE TABLE IF NOT EXISTS roots (              -- the store and its WAL, the log directories, the trees'
   path BLOB PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
-CREATE INDEX conversations_checked ON conversations (checked_ns);
-CREATE INDEX conversations_newest ON conversations (newest_ns);
-CREATE INDEX conversations_status ON conversations (status);
-CREATE INDEX conversations_heads  -- covers the heads' reads: those not quiet, a slice
+CREATE INDEX IF NOT EXISTS conversations_checked ON conversations (checked_ns);
+CREATE INDEX IF NOT EXISTS conversations_newest ON conversations (newest_ns);
+CREATE INDEX IF NOT EXISTS conversations_status ON conversations (status);
+CREATE INDEX IF NOT EXISTS conversations_heads  -- covers the heads' reads: those not quiet, a slice
   ON conversations (quiet, id, log_path, agentuse_dir, head_size, head_mtime_ns,
                     dir_mtime_ns);
-CREATE INDEX conversations_logs  -- a log known, the logs of one directory
+CREATE INDEX IF NOT EXISTS conversations_logs  -- a log known, the logs of one directory
   ON conversations (log_path, log_owned);
-CREATE INDEX conversations_trees ON conversations (agentuse_dir);  -- a tree known, all
-CREATE INDEX conversations_name ON conversations (name);
-CREATE INDEX conversations_found  -- covers a listing's reads of every conversation
+CREATE INDEX IF NOT EXISTS conversations_trees ON conversations (agentuse_dir);  -- a tree known, all
+CREATE INDEX IF NOT EXISTS conversations_name ON conversations (name);
+CREATE INDEX IF NOT EXISTS conversations_found  -- covers a listing's reads of every conversation
   ON conversations (key, fingerprint, log_owned, log_path);
-CREATE INDEX conversations_agentuse_name  -- for LIKE, case-insensitive as LIKE is
+CREATE INDEX IF NOT EXISTS conversations_agentuse_name  -- for LIKE, case-insensitive as LIKE is
   ON conversations (agentuse_name COLLATE NOCASE);
-CREATE INDEX texts_conversation ON texts (conversation);
-CREATE INDEX turns_conversation ON turns (conversation);
-CREATE INDEX subagents_conversation ON subagent_sessions (conversation);
-CREATE INDEX tool_calls_conversation ON tool_calls (conversation);
-CREATE INDEX model_calls_conversation ON model_calls (conversation);
-CREATE INDEX model_calls_at ON model_calls (at_ms);
+CREATE INDEX IF NOT EXISTS texts_conversation ON texts (conversation);
+CREATE INDEX IF NOT EXISTS turns_conversation ON turns (conversation);
+CREATE INDEX IF NOT EXISTS subagents_conversation ON subagent_sessions (conversation);
+CREATE INDEX IF NOT EXISTS tool_calls_conversation ON tool_calls (conversation);
+CREATE INDEX IF NOT EXISTS model_calls_conversation ON model_calls (conversation);
+CREATE INDEX IF NOT EXISTS model_calls_at ON model_calls (at_ms);
 """
 _COLUMNS = ("key", "user", "name", "agentuse_dir", "agentuse_name", "log_path", "status",
             "last_ms", "found", "fingerprint", "log_owned", "info", "problems", "read_from",
@@ -502,9 +502,10 @@ class Catalog:
         an older schema (rebuilt); CatalogUnavailable for a newer one."""
         names = tables(conn)
         if not names:
-            conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA}; COMMIT;")
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                         (str(SCHEMA_VERSION),))
+            # Under the write lock, and each statement IF NOT EXISTS: processes that found
+            # the file empty at once make the schema one after the other, the first for all.
+            conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA}; INSERT OR IGNORE INTO meta "
+                               f"VALUES ('schema_version', '{SCHEMA_VERSION}'); COMMIT;")
             self._rebuilt = True
             return True
         version = _schema_version(conn) if "meta" in names else 0

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from agents import Agent
-from harness import cli_environ, run_cli
+from harness import EXECUTABLE, cli_environ, run_cli, run_many
 from scripted import final, model, usage
 
 from sessiontape import Recorder
@@ -178,3 +178,15 @@ def test_catalog_path_as_json_and_its_own_help(two: None) -> None:
     assert group.startswith("usage: sessiontape catalog [-h] SUBCOMMAND ...\n")
     assert "    refresh   bring the catalog up to date" in group
     assert "    path      where the catalog is" in group
+
+
+def test_processes_building_a_new_catalog_at_once_all_use_it(two: None) -> None:
+    """Many commands started at once on a machine with no catalog yet each find the file
+    empty; one makes the schema, the others wait for it and use it, none saying that the
+    catalog "cannot be used (table meta already exists)" (two makers of one schema)."""
+    results = run_many({f"list{n}": [EXECUTABLE, "sessions", "list", "--json"]
+                        for n in range(16)}, cli_environ(), parallel=16)
+    for key, done in results.items():
+        assert done.returncode == 0 and done.stderr == "", (key, done.stderr)
+        assert {s["session_name"] for s in json.loads(done.stdout)} == {"porto", "oslo"}, key
+    assert default_catalog_path().is_file()
