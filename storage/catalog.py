@@ -142,7 +142,8 @@ CREATE TABLE IF NOT EXISTS turns (
 CREATE TABLE IF NOT EXISTS texts (
   id INTEGER PRIMARY KEY, conversation INTEGER NOT NULL, turn INTEGER, kind TEXT NOT NULL,
   agent TEXT, tool TEXT, at_ms INTEGER, content TEXT NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS texts_fts USING fts5(content, content='texts', content_rowid='id');
+CREATE VIRTUAL TABLE IF NOT EXISTS texts_fts
+  USING fts5(content, content='texts', content_rowid='id');
 CREATE TABLE IF NOT EXISTS tool_calls (
   conversation INTEGER NOT NULL, turn INTEGER, session_id TEXT, call_id TEXT, tool TEXT,
   status TEXT, started_ms INTEGER, completed_ms INTEGER);
@@ -151,9 +152,11 @@ CREATE TABLE IF NOT EXISTS model_calls (
   input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,
   cached_tokens INTEGER NOT NULL, reasoning_tokens INTEGER NOT NULL,
   cost REAL NOT NULL, at_ms INTEGER);
-CREATE TABLE IF NOT EXISTS store_pairs (       -- what the store said of each pair at the last listing
+-- what the store said of each pair at the last listing
+CREATE TABLE IF NOT EXISTS store_pairs (
   key TEXT PRIMARY KEY, counts TEXT NOT NULL, link BLOB);
-CREATE TABLE IF NOT EXISTS roots (              -- the store and its WAL, the log directories, the trees'
+-- the store and its WAL, the log directories, the trees'
+CREATE TABLE IF NOT EXISTS roots (
   path BLOB PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS conversations_checked ON conversations (checked_ns);
 CREATE INDEX IF NOT EXISTS conversations_newest ON conversations (newest_ns);
@@ -163,7 +166,8 @@ CREATE INDEX IF NOT EXISTS conversations_heads  -- covers the heads' reads: thos
                     dir_mtime_ns);
 CREATE INDEX IF NOT EXISTS conversations_logs  -- a log known, the logs of one directory
   ON conversations (log_path, log_owned);
-CREATE INDEX IF NOT EXISTS conversations_trees ON conversations (agentuse_dir);  -- a tree known, all
+-- a tree known, all
+CREATE INDEX IF NOT EXISTS conversations_trees ON conversations (agentuse_dir);
 CREATE INDEX IF NOT EXISTS conversations_name ON conversations (name);
 CREATE INDEX IF NOT EXISTS conversations_found  -- covers a listing's reads of every conversation
   ON conversations (key, fingerprint, log_owned, log_path);
