@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from agents import Agent
-from harness import EXECUTABLE, isolated, run, run_many
+from harness import EXECUTABLE, cli_environ, isolated, run, run_many
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted import final, model, read_session, read_turns, run_agent, store_items
@@ -350,6 +350,22 @@ def test_run_and_chat_name_the_conversation_on_one_escaped_line(
     assert chat.stderr.splitlines()[0].startswith(
         f"sessiontape: continuing {session} of {user} (2 earlier turns; ")
     assert "agent> the answer" in chat.stdout.splitlines()
+
+
+def test_a_recording_warning_names_the_conversation_on_one_escaped_line(
+        isolated_env: Path) -> None:
+    """The recorder's warning (here: the AgentUse root cannot be made) holds the raw names:
+    the CLI prints it escaped, on one line."""
+    blocked = isolated_env / "not-a-directory"
+    blocked.write_text("")
+    done = run([EXECUTABLE, "run", "--user-email", CLI_USER, "--session-name", CLI_SESSION,
+                "hello"], env=cli_environ(XDG_DATA_HOME=str(blocked)))
+    assert done.returncode == 1, done.stderr  # the answer, and a recording error
+    assert "\x1b" not in done.stdout + done.stderr
+    warning = f"sessiontape: recording error in {escaped(CLI_USER)}/{escaped(CLI_SESSION)} ("
+    assert [line for line in done.stderr.splitlines() if line.startswith(warning)] == [
+        f"{warning}an error of this kind from this place is logged once): "
+        "NotADirectoryError(20, 'Not a directory')"]
 
 
 # -- an empty session name ---------------------------------------------------------------

@@ -70,6 +70,24 @@ AGENTS = textwrap.dedent('''
         return "late"
 
 
+    @function_tool
+    async def hold() -> str:
+        """Holds the answer until the test says go (a file "go" in the current directory)."""
+        while not Path("go").exists():
+            await asyncio.sleep(0.01)
+        return "went"
+
+
+    def holding_agent():
+        return Agent(name="Holding", tools=[hold], model=ScriptedModel([
+            ModelStep(output=[assistant_message("part one", item_id="m_one"),
+                              function_call("hold", {}, call_id="c_hold", item_id="fc_hold")],
+                      response_id="r_one"),
+            ModelStep(output=[assistant_message("part two", item_id="m_two")],
+                      response_id="r_two"),
+        ]))
+
+
     def slow_agent():
         return Agent(name="Slow", tools=[slow], model=ScriptedModel([
             ModelStep(output=[function_call("slow", {}, call_id="c_slow", item_id="fc_slow")],
@@ -365,6 +383,25 @@ def test_chat_replays_an_existing_session_first(terminals: Any) -> None:
     assert len(turns("again")) == 3
     lines = history_file().read_text().splitlines()
     assert lines[0] == "an old prompt" and "Plan a day in Madeira" in lines
+
+
+def test_a_warning_during_an_answer_starts_on_a_line_of_its_own(terminals: Any,
+                                                              agents_dir: Path) -> None:
+    """The recorder warns (here: a model without a price) while the answer is printed: the
+    warning takes a line of its own, the answer goes on after it."""
+    chat = terminals("chat", "--agent", "my_agents:holding_agent", "--session-name", "held",
+                     cwd=agents_dir)
+    chat.expect("user> ")
+    chat.send("go on\n")
+    shown = chat.expect("its cost is recorded as 0\n")  # said while the answer is held
+    (agents_dir / "go").touch()
+    shown += chat.expect("user> ")
+    assert "agent> " in shown and "part one" in shown and shown.endswith("part two\nuser> ")
+    assert "\nsessiontape: no price for model 'scripted:default'; its cost is recorded as 0\n" \
+        in shown
+    chat.send("/exit\n")
+    assert chat.wait() == 0
+    assert [t.text for t in turns("held")] == ["part two"]
 
 
 def test_chat_ctrl_c_cancels_the_answer_then_leaves_at_the_prompt(terminals: Any,

@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -102,16 +103,31 @@ def eprint(*parts: Any) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
 
-def warnings_in_one_line() -> None:
+def warnings_in_one_line(fresh_line: Callable[[], None] | None = None) -> None:
     """The ``sessiontape`` logger's warnings (the recorder's: a layout it could not write)
-    on stderr, each as its one line, without the traceback it carries for a log file."""
+    on stderr, each as its one line (control characters escaped), without the traceback it
+    carries for a log file; ``fresh_line()`` is called first (a warning that comes while an
+    answer is being printed starts on a line of its own)."""
     import logging
 
     class OneLine(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return printable(super().format(record), one_line=True)
+
         def formatException(self, ei: Any) -> str:
             return ""
 
-    handler = logging.StreamHandler(sys.stderr)
+    class OnItsOwnLine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                text = self.format(record)
+                if fresh_line is not None:
+                    fresh_line()
+                eprint(text)
+            except Exception:
+                self.handleError(record)
+
+    handler = OnItsOwnLine()
     handler.setFormatter(OneLine())
     logger = logging.getLogger("sessiontape")
     logger.addHandler(handler)

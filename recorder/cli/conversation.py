@@ -57,6 +57,7 @@ class Output:
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self.closed = False
+        self.line_open = False  # a line is being written (a streamed answer)
 
     def write(self, text: str) -> None:
         if self.closed or not text:
@@ -64,6 +65,7 @@ class Output:
         try:
             self.stream.write(text)
             self.stream.flush()
+            self.line_open = not text.endswith("\n")
         except BrokenPipeError:
             self.closed = True
             try:
@@ -75,6 +77,13 @@ class Output:
 
     def line(self, text: str = "") -> None:
         self.write(text + "\n")
+
+    def fresh_line(self) -> None:
+        """Before a diagnostic on stderr: end the line being written, there (what stdout
+        gets stays the answer as it is), so that the diagnostic has a line of its own."""
+        if self.line_open:
+            self.line_open = False
+            sys.stderr.write("\n")
 
 
 class AgentSource:

@@ -62,9 +62,11 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
 
     if store_refuses_run(f"sessiontape {verb}"):  # before the Agents SDK is loaded
         return EXIT_FAILURE
-    warnings_in_one_line()
     from .agent_loader import AgentLoadError, load_agent
-    from .conversation import AgentSource, Conversation
+    from .conversation import AgentSource, Conversation, Output
+
+    out = Output()
+    warnings_in_one_line(fresh_line=out.fresh_line)
 
     agent = None
     if args.agent is not None:
@@ -80,7 +82,7 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
     session_name = args.session_name or default_session_name()
     try:
         conversation = Conversation(source, user_id=args.user_email, session_name=session_name,
-                                    stream=stream, color=use_color(), prefix=prefix)
+                                    stream=stream, out=out, color=use_color(), prefix=prefix)
     except ValueError as exc:  # a name the Recorder refuses: not text (undecodable bytes)
         eprint(printable(f"sessiontape {verb}: {exc}"))
         return EXIT_USAGE
