@@ -368,6 +368,18 @@ def test_a_recording_warning_names_the_conversation_on_one_escaped_line(
         "NotADirectoryError(20, 'Not a directory')"]
 
 
+def test_the_candidates_of_an_ambiguous_name_are_one_line_each(isolated_env: Path) -> None:
+    for user in ("ann", CLI_USER):
+        asyncio.run(run_agent(Recorder(user, CLI_SESSION), Agent(name="A", model=model(
+            final("hi"))), "hello", streamed=False))
+    done = run([EXECUTABLE, "sessions", "show", CLI_SESSION])
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "\x1b" not in done.stderr
+    candidates = sorted(line for line in done.stderr.splitlines() if line.startswith("  "))
+    assert [line.split("  agentuse ")[0] for line in candidates] == [
+        f"  {escaped(CLI_SESSION)}  user {user}" for user in sorted(("ann", escaped(CLI_USER)))]
+
+
 # -- an empty session name ---------------------------------------------------------------
 
 

@@ -149,7 +149,8 @@ def lookup(prog: str, query: str, user: str | None, where: Locations, *,
         eprint(f"{prog}: {exc}:")
         for info in exc.candidates:
             eprint(printable(f"  {info.session_name}  user {info.user_id or '-'}"
-                             f"  agentuse {info.agentuse_id or '-'}  origin {info.origin}"))
+                             f"  agentuse {info.agentuse_id or '-'}  origin {info.origin}",
+                             one_line=True))
         return EXIT_USAGE
     except SessionLookupError as exc:
         eprint(f"{prog}: {exc}")
