@@ -380,6 +380,15 @@ def test_the_candidates_of_an_ambiguous_name_are_one_line_each(isolated_env: Pat
         f"  {escaped(CLI_SESSION)}  user {user}" for user in sorted(("ann", escaped(CLI_USER)))]
 
 
+def test_the_demo_names_the_conversation_on_one_escaped_line(isolated_env: Path) -> None:
+    done = run([EXECUTABLE, "demo", "--user-email", CLI_USER, "--session-name", CLI_SESSION])
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == (
+        f"sessiontape demo: conversation '{escaped(CLI_SESSION)}' of {escaped(CLI_USER)} "
+        "(offline, scripted model)")
+
+
 # -- an empty session name ---------------------------------------------------------------
 
 
@@ -387,6 +396,7 @@ def test_the_candidates_of_an_ambiguous_name_are_one_line_each(isolated_env: Pat
     ("run", "", "--session-name is empty (leave it out for a new session)"),
     ("chat", "", "--session-name is empty (leave it out for a new session)"),
     ("run", "\udcff", "session_name '\\udcff' is not valid UTF-8 text"),  # bytes b"\xff"
+    ("demo", "", "--session-name is empty (leave it out for the demo's own session)"),
 ])
 def test_run_and_chat_refuse_a_session_name_they_cannot_record(
         isolated_env: Path, verb: str, name: str, said: str) -> None:

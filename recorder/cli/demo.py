@@ -16,6 +16,7 @@ from .console import (
     EXIT_USAGE,
     Style,
     plural,
+    printable,
     use_color,
     warnings_in_one_line,
 )
@@ -31,24 +32,30 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     if store_refuses_run("sessiontape demo"):  # before the Agents SDK is loaded
         return EXIT_FAILURE
-    warnings_in_one_line()
+    if args.session_name == "":  # an unset variable, not a request for the default
+        print("sessiontape demo: --session-name is empty (leave it out for the demo's own "
+              "session)", file=sys.stderr)
+        return EXIT_USAGE
     from sessiontape.storage.log_reader import SessionLogReader
 
+    from .conversation import Output
     from .demo_world import DEMO_SESSION, demo_paths, run_demo
     from .transcript import render_turns
 
+    out = Output()
+    warnings_in_one_line(fresh_line=out.fresh_line)
     args.session_name = args.session_name or DEMO_SESSION
 
     color = use_color()
     style = Style(color)
     bold, reset = style.bold, style.reset
-    print(f"{bold}sessiontape demo{reset}: conversation {args.session_name!r} of {args.user_email}"
-          f" ({'model ' + args.model if args.model else 'offline, scripted model'})")
-    print("agent> ", end="", flush=True)
+    name, user = (printable(text, one_line=True) for text in (args.session_name, args.user_email))
+    out.line(f"{bold}sessiontape demo{reset}: conversation '{name}' of {user}"
+             f" ({'model ' + args.model if args.model else 'offline, scripted model'})")
+    out.write("agent> ")
     result = asyncio.run(run_demo(user_id=args.user_email, session_name=args.session_name,
-                                  model=args.model,
-                                  on_text=lambda t: print(t, end="", flush=True)))
-    print()
+                                  model=args.model, on_text=out.write))
+    out.line()
     if result.model_input_items is not None:
         print(f"\nTurn {result.earlier_turns + 1}: the model's first call got "
               f"{plural(result.model_input_items, 'input item')} "
