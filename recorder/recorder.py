@@ -19,6 +19,7 @@ from agents.memory import SessionSettings
 
 from sessiontape.storage.agentuse_sink import AgentUseSink
 from sessiontape.storage.compaction import DEFAULT_THRESHOLD, CompactingSession, CompactionInfo
+from sessiontape.storage.db import ReadOnlyDatabase
 from sessiontape.storage.events import Compacted, Event, Sink
 from sessiontape.storage.file_writes import WORKER as FILE_WORKER
 from sessiontape.storage.item_store import ItemStore
@@ -434,6 +435,11 @@ class Recorder:
                 self._session_dir = agentuse_dir_for(self.store.path, self.user_id,
                                                      self.session_name, self._sessions_root(),
                                                      agent_name)
+            except ReadOnlyDatabase as exc:  # a conversation linked before still records
+                self._session_dir = find_agentuse_dir(self.store.path, self.user_id,
+                                                      self.session_name, self._sessions_root())
+                if self._session_dir is None:
+                    self.report(exc)
             except (OSError, UnsafePathError, sqlite3.Error) as exc:
                 self.report(exc)
         if self._log_sink is None:

@@ -46,6 +46,7 @@ from .db import (
     BUSY_TIMEOUT_S,
     META_SCHEMA,
     PAIR,
+    ReadOnlyDatabase,
     connect,
     connect_readonly,
     damage,
@@ -264,6 +265,7 @@ class ItemStore:
     def __init__(self, path: Path | str | None = None, *, readonly: bool = False) -> None:
         self.path = Path(path) if path is not None else SkilletPaths.resolve().store_file
         self.readonly = readonly
+        self._unwritable: str | None = None  # why the open file cannot be written, if so
         self._ready: asyncio.Future[aiosqlite.Connection] | None = None
         self._worker: threading.Thread | None = None
         self.shares = 0  # taken by shared(), given back by release()
@@ -278,7 +280,8 @@ class ItemStore:
         damaged = damage(self.path)
         if damaged is not None:
             raise damaged
-        if self.readonly or unwritable(self.path) is not None:
+        self._unwritable = "opened read-only" if self.readonly else unwritable(self.path)
+        if self._unwritable is not None:
             ro = connect_readonly(self.path)
             if ro is None:
                 raise sqlite3.OperationalError(f"unable to open database file: {self.path} "
@@ -330,9 +333,16 @@ class ItemStore:
             raise
 
     async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        """Run one statement and return its rows (one round trip to the worker)."""
+        """Run one statement and return its rows (one round trip to the worker). A write
+        to a file that cannot be written raises :class:`~sessiontape.storage.db.
+        ReadOnlyDatabase`, which names it."""
         db = await self._db()
-        return list(await db.execute_fetchall(sql, params))
+        try:
+            return list(await db.execute_fetchall(sql, params))
+        except sqlite3.OperationalError as exc:
+            if self._unwritable is not None and "readonly" in str(exc):
+                raise ReadOnlyDatabase(self.path, self._unwritable) from None
+            raise
 
     async def close(self) -> None:
         """Close the connection (a later call opens it again)."""

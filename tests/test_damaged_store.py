@@ -41,6 +41,7 @@ from harness import EXECUTABLE, isolated, isolated_environ, run_many, snapshot
 from scripted import final, model, usage
 
 from sessiontape import Recorder
+from sessiontape.storage.agentuse_reader import load_session
 from sessiontape.storage.db import DamagedDatabase
 from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths
@@ -372,6 +373,11 @@ def test_run_and_demo_on_a_store_that_cannot_be_written_give_the_model_its_histo
     assert [(t.user_input, t.text) for t in SessionLogReader(log).turns()] == [
         ("a question for porto", "take the tram"),
         ("and then?", "saw: a question for porto | and then?")]
+    # porto's AgentUse session, linked before the store became unwritable, records the turn
+    (tree,) = [path.parent for path in (world.base / "home/data").rglob("session.json")
+               if json.loads(path.read_bytes()).get("conversation", {}).get("name") == "porto"]
+    assert [m.info["user"]["prompt"]["task"] for m in load_session(tree).messages] == [
+        "a question for porto", "and then?"]
 
 
 # -- the library ------------------------------------------------------------------------------
