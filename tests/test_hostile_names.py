@@ -21,7 +21,16 @@ from agents import Agent
 from harness import EXECUTABLE, cli_environ, isolated, run, run_many
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scripted import final, model, read_session, read_turns, run_agent, store_items
+from scripted import (
+    call,
+    final,
+    model,
+    read_session,
+    read_turns,
+    run_agent,
+    store_items,
+    tools_step,
+)
 
 from sessiontape import Recorder
 from sessiontape.storage.agentuse_reader import load_session, scan_sessions
@@ -387,6 +396,25 @@ def test_the_demo_names_the_conversation_on_one_escaped_line(isolated_env: Path)
     assert done.stdout.splitlines()[0] == (
         f"sessiontape demo: conversation '{escaped(CLI_SESSION)}' of {escaped(CLI_USER)} "
         "(offline, scripted model)")
+
+
+def test_a_transcript_from_the_agentuse_tree_names_agents_and_tools_on_one_line(
+        isolated_env: Path) -> None:
+    """sessions show of a conversation read from its AgentUse tree (no log): the subagent,
+    its tool call and the agent handed to, each on one escaped line."""
+    helper = Agent(name=CLI_AGENT, model=model(final("helped")))
+    agent = Agent(name="Main", tools=[helper.as_tool(CLI_TOOL, "Ask.")], model=model(
+        tools_step(call(CLI_TOOL, {"input": "x"})), final("done")))
+    rec = Recorder("ann", "tree")
+    asyncio.run(run_agent(rec, agent, "hello", streamed=False))
+    rec.log_path.unlink()
+    done = run([EXECUTABLE, "sessions", "show", "tree"])
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    assert f"· {escaped(CLI_TOOL)}({{\"input\":\"x\"}}) → helped" in lines
+    assert any(line.startswith(f"↳ subagent {escaped(CLI_AGENT)} (") for line in lines)
+    assert f"· agent {escaped(CLI_AGENT)}" in lines
 
 
 # -- an empty session name ---------------------------------------------------------------

@@ -61,23 +61,23 @@ def _part_lines(part: dict[str, Any], style: Style, pad: str) -> Iterator[str]:
         state = part.get("state")
         state = state if isinstance(state, dict) else {}
         arguments = clip(dumps_compact(state.get("input", {})).decode(), 80)
-        call = f"{part.get('tool')}({arguments})"
+        call = printable(f"{part.get('tool')}({arguments})", one_line=True)
         status = state.get("status")
         if status == "completed":
-            yield f"{dim}{pad}  · {printable(call)} → " \
+            yield f"{dim}{pad}  · {call} → " \
                   f"{printable(clip(tool_output_text(state.get('output'))))}{reset}"
         elif status == "error":
-            yield f"{pad}  · {printable(call)} {red}✗ {printable(clip(state.get('error', '')))}" \
+            yield f"{pad}  · {call} {red}✗ {printable(clip(state.get('error', '')))}" \
                   f"{reset}"
         else:
-            yield f"{dim}{pad}  · {printable(call)} [{printable(str(status))}]{reset}"
+            yield f"{dim}{pad}  · {call} [{printable(str(status))}]{reset}"
     elif kind == "error":
         detail = ", ".join(str(x) for x in (part.get("code"), part.get("statusCode") and
                                             f"HTTP {part.get('statusCode')}") if x)
         yield f"{pad}  {red}! error: {printable(str(part.get('message', '')))}" \
               f"{f' ({printable(detail)})' if detail else ''}{reset}"
     elif kind == "agent":
-        yield f"{dim}{pad}  · agent {printable(str(part.get('name', '')))}{reset}"
+        yield f"{dim}{pad}  · agent {printable(str(part.get('name', '')), one_line=True)}{reset}"
     elif kind == "file":
         what = part.get("filename") or part.get("url") or ""
         yield f"{dim}{pad}  · file {printable(clip(what))}{reset}"
@@ -109,7 +109,8 @@ def _exchange_lines(view: TurnView, style: Style, pad: str = "") -> Iterator[str
 
 def _subagent_lines(sub: SubagentView, style: Style, pad: str) -> Iterator[str]:
     status = f", {sub.status}" if sub.status else ""
-    yield (f"{pad}{style.bold}↳ subagent {printable(sub.agent or '-')}{style.reset} "
+    yield (f"{pad}{style.bold}↳ subagent {printable(sub.agent or '-', one_line=True)}"
+           f"{style.reset} "
            f"{style.dim}({sub.session_id}{printable(status)}){style.reset}")
     for turn in sub.turns:
         yield from _exchange_lines(turn, style, pad)
