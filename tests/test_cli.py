@@ -21,6 +21,7 @@ from sessiontape import Recorder
 from sessiontape.cli import VERBS
 from sessiontape.cli.conversation import describe_compaction
 from sessiontape.storage import log_entries
+from sessiontape.storage.catalog import default_catalog_path
 from sessiontape.storage.item_store import ItemStore
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
@@ -150,6 +151,8 @@ def test_a_count_of_one_is_singular() -> None:
     code, _, asked = on_terminal([EXECUTABLE, "sessions", "clear", "one"], stdin=b"n\n")
     assert code == 1
     assert "  1 stored item, 0 archived items, 0 compactions and its link in " in asked
+    refreshed = run("catalog", "refresh")
+    assert refreshed.stdout.startswith(f"refreshed {default_catalog_path()}: 1 conversation, ")
     assert describe_compaction(None, 1) == "nothing to compact (1 item stored)"
 
 

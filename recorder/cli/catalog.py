@@ -37,6 +37,7 @@ from .console import (
     EXIT_USAGE,
     Style,
     eprint,
+    plural,
     print_json,
     printable,
     project_option,
@@ -198,7 +199,8 @@ def cmd_catalog_refresh(args: argparse.Namespace) -> int:
         print_json({"path": str(default_catalog_path()), **dataclasses.asdict(summary)})
         return EXIT_OK
     how = "rebuilt" if summary.rebuilt else "refreshed"
-    print(printable(f"{how} {default_catalog_path()}: {summary.conversations} conversations, "
+    print(printable(f"{how} {default_catalog_path()}: "
+                    f"{plural(summary.conversations, 'conversation')}, "
                     f"{summary.reindexed} read, {summary.dropped} dropped"))
     return EXIT_OK
 
