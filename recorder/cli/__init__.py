@@ -34,6 +34,7 @@ VERBS = {
     "usage": Verb("catalog", "tokens and cost by day, month, session, model or agent"),
     "catalog": Verb("catalog", "refresh or locate the index that list, show, search and usage use"),
     "export": Verb("export", "write recorded conversations as an Agents Ledger (SQLite)"),
+    "doctor": Verb("doctor", "check the recorded layouts; --fix repairs what is safe"),
 }
 
 

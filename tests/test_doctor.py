@@ -1,0 +1,171 @@
+"""``sessiontape doctor``: what is wrong with the layouts, and ``--fix`` (storage/doctor.py).
+
+A world with one fault of each kind: ``doctor --json`` lists each with its repair; ``doctor
+--fix`` repairs the safe ones and a second ``doctor`` finds only what it cannot repair;
+every log line and stored row is still there after, and ``sessions show`` gives the same
+turns. A damaged item store is reported with how to recover it and left untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from agents import Agent
+from harness import run_cli
+from scripted import final, model
+from test_liveness import USER as KILLED_USER
+from test_liveness import interrupted_at_every_depth, killed_in_a_nested_subagent
+
+from sessiontape import Recorder
+from sessiontape.storage.agentuse_reader import load_session, read_json_object
+from sessiontape.storage.catalog import SCHEMA_VERSION, default_catalog_path, stored_schema
+from sessiontape.storage.paths import SkilletPaths
+
+USER = "ann@example.com"
+NAMES = ("moved", "gone", "cut", "torn", "unlinked", "fine")
+KEPT = 40  # bytes of the truncated session.json
+
+
+async def _record(name: str) -> Recorder:
+    async with Recorder(USER, name) as rec:
+        for n in (1, 2):
+            await rec.run(Agent(name="Planner", model=model(final(f"{name} answer {n}"))),
+                          f"{name} question {n}")
+    return rec
+
+
+def _doctor(*args: str) -> tuple[int, dict[str, Any]]:
+    done = run_cli("doctor", "--json", *args)
+    assert done.stderr == ""
+    return done.returncode, json.loads(done.stdout)
+
+
+def _kinds(document: dict[str, Any]) -> dict[tuple[str, str | None], dict[str, Any]]:
+    """Each finding by its kind and conversation name (a log's: its file's stem)."""
+    return {(f["kind"], f["session_name"] or Path(f["path"]).stem): f
+            for f in document["findings"]}
+
+
+def _rows() -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(SkilletPaths.resolve().store_file)) as conn:
+        return conn.execute("SELECT * FROM session_items ORDER BY id").fetchall()
+
+
+def _logs() -> dict[Path, bytes]:
+    return {path: path.read_bytes()
+            for path in sorted(SkilletPaths.resolve().logs_root.glob("*/*.jsonl"))}
+
+
+def _turns(user: str, name: str) -> list[tuple[Any, str, bool]]:
+    done = run_cli("sessions", "show", name, "--user", user, "--json")
+    assert done.returncode == 0, done.stderr
+    return [(t["user_input"], t["text"], t["complete"]) for t in json.loads(done.stdout)["turns"]]
+
+
+def _link(store: Path, name: str, value: str | None = None, *, delete: bool = False) -> str:
+    with closing(sqlite3.connect(store)) as conn, conn:
+        if delete:
+            conn.execute("DELETE FROM sessiontape_links WHERE session_name = ?", (name,))
+        elif value is not None:
+            conn.execute("UPDATE sessiontape_links SET agentuse_dir = ? WHERE session_name = ?",
+                         (value, name))
+        row = conn.execute("SELECT agentuse_dir FROM sessiontape_links WHERE session_name = ?",
+                           (name,)).fetchone()
+    return str(row[0]) if row else ""
+
+
+def test_doctor_lists_each_fault_and_fix_repairs_the_safe_ones_keeping_every_turn() -> None:
+    recs = {name: asyncio.run(_record(name)) for name in NAMES}
+    dirs = {name: rec.session_dir for name, rec in recs.items()}
+    store = SkilletPaths.resolve().store_file
+    assert run_cli("sessions", "list").returncode == 0  # the catalog is made
+    assert _doctor() == (0, {"findings": []})
+    killed = killed_in_a_nested_subagent()
+
+    tree = dirs["moved"]
+    assert tree is not None
+    _link(store, "moved", f"/old/data/agentuse/project/{tree.parent.parent.name}/session/"
+                          f"{tree.name}")
+    shutil.rmtree(dirs["gone"])  # type: ignore[arg-type]
+    session_json = dirs["cut"] / "session.json"  # type: ignore[operator]
+    damaged = session_json.read_bytes()[:KEPT]
+    session_json.write_bytes(damaged)
+    torn = recs["torn"].log_path
+    with open(torn, "ab") as log:
+        log.write(b'{"kind": "user_mess')
+    _link(store, "unlinked", delete=True)
+
+    turns = {name: _turns(USER, name) for name in NAMES if name != "cut"}
+    turns["killed"] = _turns(KILLED_USER, "killed")
+    rows, logs = _rows(), _logs()
+    default_catalog_path().write_bytes(b"not a catalog at all")  # after show used it
+
+    code, found = _doctor()
+    assert code == 1
+    kinds = _kinds(found)
+    expected = {("link-moved", "moved"): True, ("link-dangling", "gone"): False,
+                ("session-json-damaged", "cut"): True, ("log-torn", torn.stem): True,
+                ("tree-unlinked", "unlinked"): True, ("exchange-dead", "killed"): True,
+                ("catalog-damaged", "catalog"): True}
+    assert {key: f["fixable"] for key, f in kinds.items()} == expected
+    assert all(f["repair"] == "sessiontape doctor --fix" for f in kinds.values() if f["fixable"])
+    assert "its next run begins a new AgentUse session" in kinds["link-dangling", "gone"]["repair"]
+    assert kinds["link-moved", "moved"]["target"] == str(tree)
+    assert kinds["tree-unlinked", "unlinked"]["target"] == str(dirs["unlinked"])
+    assert kinds["exchange-dead", "killed"]["path"] == str(killed / "session.json")
+
+    code, fixed = _doctor("--fix")
+    assert code == 1  # the dangling link remains: its tree is lost
+    assert sorted((r["kind"], r["done"]) for r in fixed["repaired"]) == sorted(
+        (kind, True) for (kind, _), fixable in expected.items() if fixable)
+    assert {(f["kind"], f["severity"]) for f in fixed["findings"]} == {
+        ("link-dangling", "error"), ("log-lines-malformed", "note")}
+    assert _doctor() == (1, {"findings": fixed["findings"]})
+
+    # What was repaired, on disk.
+    assert _link(store, "moved") == str(tree) and _link(store, "unlinked") == str(
+        dirs["unlinked"])
+    info = read_json_object(session_json)
+    assert info["status"] == "completed" and info["conversation"] == {"user": USER,
+                                                                      "name": "cut"}
+    assert (session_json.parent / info["recovered"]["kept"]).read_bytes() == damaged
+    assert interrupted_at_every_depth(load_session(killed)) > 0
+    assert read_json_object(killed / "session.json")["status"] == "error"
+    assert stored_schema(default_catalog_path()) == SCHEMA_VERSION
+    # Nothing lost: every row, every log line, every turn.
+    assert _rows() == rows
+    after = _logs()
+    assert after == {**logs, torn: logs[torn] + b"\n"}
+    assert {name: _turns(USER, name) for name in NAMES if name != "cut"} | {
+        "killed": _turns(KILLED_USER, "killed")} == turns
+    assert _turns(USER, "cut")[:2] == [(f"cut question {n}", f"cut answer {n}", True)
+                                       for n in (1, 2)]
+
+
+def test_a_damaged_store_is_reported_with_how_to_recover_it_and_left_untouched() -> None:
+    asyncio.run(_record("fine"))
+    store = SkilletPaths.resolve().store_file
+    done = run_cli("doctor")
+    assert (done.returncode, done.stdout) == (0, "nothing wrong\n")
+    store.write_bytes(b"garbage, not SQLite" + store.read_bytes()[19:])
+    before = store.read_bytes()
+
+    code, found = _doctor()
+    assert code == 1
+    [finding] = found["findings"]
+    assert finding["kind"] == "store-damaged" and not finding["fixable"]
+    assert f"sqlite3 {store}.damaged .recover | sqlite3 {store}" in finding["repair"]
+    assert "listed apart" in finding["problem"]
+
+    done = run_cli("doctor", "--fix")
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        f"error store-damaged {store}", f"  {finding['problem']}",
+        f"  repair: {finding['repair']}"]
+    assert store.read_bytes() == before
