@@ -25,6 +25,7 @@ from test_liveness import interrupted_at_every_depth, killed_in_a_nested_subagen
 from sessiontape import Recorder
 from sessiontape.storage.agentuse_reader import load_session, read_json_object
 from sessiontape.storage.catalog import SCHEMA_VERSION, default_catalog_path, stored_schema
+from sessiontape.storage.liveness import RecordingLock
 from sessiontape.storage.paths import SkilletPaths
 
 USER = "ann@example.com"
@@ -69,12 +70,14 @@ def _turns(user: str, name: str) -> list[tuple[Any, str, bool]]:
 
 
 def _link(store: Path, name: str, value: str | None = None, *, delete: bool = False) -> str:
+    """The link of ``name`` (USER's): set to ``value``, or deleted, first; "" for none."""
     with closing(sqlite3.connect(store)) as conn, conn:
         if delete:
             conn.execute("DELETE FROM sessiontape_links WHERE session_name = ?", (name,))
         elif value is not None:
-            conn.execute("UPDATE sessiontape_links SET agentuse_dir = ? WHERE session_name = ?",
-                         (value, name))
+            conn.execute("INSERT INTO sessiontape_links VALUES (?, ?, ?) ON CONFLICT (user_id, "
+                         "session_name) DO UPDATE SET agentuse_dir = excluded.agentuse_dir",
+                         (USER, name, value))
         row = conn.execute("SELECT agentuse_dir FROM sessiontape_links WHERE session_name = ?",
                            (name,)).fetchone()
     return str(row[0]) if row else ""
@@ -169,3 +172,45 @@ def test_a_damaged_store_is_reported_with_how_to_recover_it_and_left_untouched()
         f"error store-damaged {store}", f"  {finding['problem']}",
         f"  repair: {finding['repair']}"]
     assert store.read_bytes() == before
+
+
+def test_fix_leaves_a_session_a_recorder_holds_and_project_names_the_tree_to_check(
+        tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+
+    async def record() -> Recorder:
+        async with Recorder(USER, "elsewhere", project_root=project) as rec:
+            await rec.run(Agent(name="Planner", model=model(final("there"))), "where?")
+        return rec
+    tree = asyncio.run(record()).session_dir
+    assert tree is not None
+    _link(SkilletPaths.resolve().store_file, "elsewhere", delete=True)
+    session_json = tree / "session.json"
+    session_json.write_bytes(damaged := session_json.read_bytes()[:KEPT])
+
+    assert _doctor() == (0, {"findings": []})  # the current directory's project: not it
+    code, found = _doctor("--project", str(project))
+    assert code == 1
+    assert [(f["kind"], f["fixable"]) for f in found["findings"]] == [
+        ("session-json-damaged", False)]  # no link names it: its next run rebuilds it
+
+    _link(SkilletPaths.resolve().store_file, "elsewhere", str(tree))  # linked again
+    lock = RecordingLock(tree)  # as a recorder recording there holds it
+    assert lock.acquire()
+    try:
+        code, held = _doctor("--fix", "--project", str(project))
+    finally:
+        lock.release()
+    assert code == 1
+    assert held["repaired"] == [{"kind": "session-json-damaged", "path": str(session_json),
+                                 "done": False,
+                                 "how": "a recorder is recording there: left as it is"}]
+    assert session_json.read_bytes() == damaged
+
+    done = run_cli("doctor", "--fix", "--project", str(project))
+    assert done.returncode == 0, done.stdout
+    kept = read_json_object(session_json)["recovered"]["kept"]
+    assert done.stdout.splitlines() == [
+        f"fixed session-json-damaged {session_json}: rebuilt (the damaged file kept as "
+        f"{kept})", "nothing wrong"]
