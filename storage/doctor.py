@@ -390,8 +390,8 @@ def _repair_one(finding: Finding, where: Locations, catalog: Path, at: int) -> R
         return Repaired(finding, True, _end_torn_line(finding.path))
     with Catalog(catalog) as rebuilt:
         summary = rebuilt.refresh(where, full=True)
-    return Repaired(finding, True, f"rebuilt from the layouts ({summary.conversations} "
-                    "conversations in all)")
+    return Repaired(finding, True,
+                    f"rebuilt from the layouts (conversations: {summary.conversations})")
 
 
 def repair(findings: Iterable[Finding], where: Locations | None = None,
