@@ -13,7 +13,8 @@ A conversation lives in up to three places, and this module joins them:
 Every reader here only reads: no store table, log owner record or directory
 is ever created (the log path is *found* the way :func:`sessiontape.storage.replay_log.
 log_path_for` would choose it, without claiming it). Only
-:func:`clear_session` changes anything.
+:func:`clear_session`, :func:`rename_session` and :func:`prune_sessions` change
+anything.
 
 Listing rules (also in ``sessiontape sessions list --help`` and docs/cli.md):
 
@@ -51,12 +52,13 @@ skilled_crew writes (``callId``, ``function_call_result`` with an
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import closing, suppress
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing, contextmanager, suppress
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -69,9 +71,10 @@ from .agentuse_reader import (
     read_json_object,
     split_session_dir_name,
 )
-from .db import IN_PAIRS, PAIR, connect, connect_readonly, immediate, tables
+from .db import IN_PAIRS, PAIR, connect, connect_readonly, immediate, tables, writing_problem
+from .files import atomic_write
 from .items import content_text, input_text, output_text
-from .json_style import dumps_compact, loads
+from .json_style import dumps_compact, dumps_pretty, loads
 from .links import find_linked_dir, link_rows
 from .liveness import reported_status
 from .log_owners import (
@@ -102,6 +105,11 @@ __all__ = [
     "ORIGIN_SKILLED_CREW",
     "AmbiguousSessionError",
     "ClearResult",
+    "PruneResult",
+    "Pruned",
+    "RenameError",
+    "RenameResult",
+    "SessionBusyError",
     "SessionInfo",
     "SessionLookupError",
     "SessionView",
@@ -117,7 +125,9 @@ __all__ = [
     "list_sessions",
     "listing_key",
     "match_session",
+    "prune_sessions",
     "recheck_status",
+    "rename_session",
     "session_locations",
     "show_session",
     "store_facts",
@@ -1292,6 +1302,305 @@ def clear_session(info: SessionInfo, *, locations: Locations | None = None) -> C
             result.removed_paths.append(info.agentuse_dir)
         else:
             result.kept.append(f"{info.agentuse_dir}: {why}; not removed")
+    return result
+
+
+# -- rename and prune ---------------------------------------------------------------------
+
+
+class SessionBusyError(RuntimeError):
+    """A recorder is recording a run of the conversation (it holds the recording lock of
+    its AgentUse session: :class:`~sessiontape.storage.liveness.RecordingLock`)."""
+
+
+class RenameError(ValueError):
+    """The conversation cannot be renamed as asked; nothing was changed."""
+
+
+@contextmanager
+def _unrecorded(directory: Path | None) -> Iterator[None]:
+    """Hold the recording lock of the session ``directory`` exclusively while the caller
+    changes its conversation: :class:`SessionBusyError` when a recorder holds it; a
+    recorder that starts a run meanwhile waits (``RecordingLock.acquire``) until the
+    change is done. Nothing to hold for a conversation without a tree."""
+    if directory is None or not directory.is_dir():
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SessionBusyError(f"{directory}: a recorder is recording a run of it "
+                                   "now") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class RenameResult:
+    """What :func:`rename_session` moved: the store rows per table, the log, the tree."""
+
+    user_id: str
+    old_name: str
+    new_name: str
+    rows: dict[str, int]
+    log_path: Path | None = None      # the log, at its new name
+    agentuse_dir: Path | None = None  # its session.json names the new pair
+
+    def to_json(self) -> dict[str, Any]:
+        return {"user_id": self.user_id, "old_name": self.old_name,
+                "new_name": self.new_name, "rows": self.rows,
+                "log_path": str(self.log_path) if self.log_path else None,
+                "agentuse_dir": str(self.agentuse_dir) if self.agentuse_dir else None}
+
+
+def rename_session(info: SessionInfo, new_name: str, *,
+                   locations: Locations | None = None) -> RenameResult:
+    """Rename the conversation ``info`` to ``new_name`` (the same user) in every layout.
+
+    In this order, each step undone if a later one fails, so that a failure leaves the
+    conversation as it was: NEW's log name is claimed (its owner record written); the log
+    is moved there (a hard link, then OLD's name unlinked: an existing file is never
+    replaced); session.json's ``conversation`` names the new pair (and log); last, one
+    transaction moves the pair's rows in every store table (items, archive, compactions,
+    link). The store goes last because it is the one step that cannot be taken back by
+    putting bytes back: once it commits, the rename is done, and only OLD's owner record
+    is left to remove. Nothing inside the log is rewritten: its lines are history (a
+    ``user_message`` keeps the ``sessionName`` it was recorded with).
+
+    Raises :class:`RenameError` (an empty name, NEW exists in any layout, an
+    AgentUse-only session, a store that is damaged or cannot be written) and
+    :class:`SessionBusyError`, having changed nothing. A run of OLD that starts
+    meanwhile waits for the rename to end.
+    """
+    from .fork import ForkError, _check_new_name, _check_new_pair, _claim_log, _Made
+
+    where = locations or Locations(*_skillet_files())
+    user_id = info.user_id
+    if user_id is None:
+        raise RenameError(f"{info.session_name!r} is an AgentUse session without a user: "
+                          "its name is its directory's")
+    try:
+        _check_new_name(new_name)
+    except ForkError as exc:
+        raise RenameError(str(exc)) from None
+    problem = writing_problem(where.store_file)
+    if problem is not None:
+        raise RenameError(f"item store {problem}")
+    with _unrecorded(info.agentuse_dir):
+        try:
+            _check_new_pair(where.store_file, where.logs_root, user_id, new_name)
+        except ForkError as exc:
+            raise RenameError(str(exc)) from None
+        made, undo = _Made(), list[Callable[[], None]]()
+        old_log = info.log_path if info.log_path is not None and info.log_path.exists() \
+            else None
+        tree = info.agentuse_dir if info.agentuse_dir is not None \
+            and (info.agentuse_dir / "session.json").is_file() else None
+        try:
+            new_log = _move_log(old_log, _claim_log(user_id, new_name, where.logs_root, made),
+                                made, undo) if old_log is not None else None
+            if tree is not None:
+                _rename_in_tree(tree, user_id, new_name, new_log, undo)
+            rows = _rename_rows(where.store_file, (user_id, info.session_name), new_name)
+        except BaseException:
+            for step in reversed(undo):
+                step()
+            made.undo()
+            raise
+    if old_log is not None and owner_pair(old_log) == (user_id, info.session_name):
+        with suppress(OSError):
+            owner_record_path(old_log).unlink()
+    return RenameResult(user_id, info.session_name, new_name, rows, new_log, tree)
+
+
+def _move_log(old: Path, new: Path, made: Any, undo: list[Callable[[], None]]) -> Path:
+    """Move the log from ``old`` to its claimed name ``new`` (a hard link, then ``old``
+    unlinked: an existing file is never replaced), noting how to move it back."""
+    os.link(old, new)
+    made.files.append(new)
+    old.unlink()
+    undo.append(lambda: os.link(new, old))
+    return new
+
+
+def _rename_in_tree(tree: Path, user_id: str, new_name: str, new_log: Path | None,
+                    undo: list[Callable[[], None]]) -> None:
+    """session.json's ``conversation`` naming the new pair (and its log), its old bytes
+    kept to put back."""
+    path = tree / "session.json"
+    old = path.read_bytes()
+    document = loads(old)
+    conversation = {**_json_object(document.get("conversation")), "user": user_id,
+                    "name": new_name}
+    if new_log is not None:
+        conversation["log"] = str(new_log)
+    atomic_write(path, dumps_pretty({**document, "conversation": conversation}))
+    undo.append(lambda: atomic_write(path, old))
+
+
+def _rename_rows(store_file: Path, pair: tuple[str, str], new_name: str) -> dict[str, int]:
+    """Move ``pair``'s rows in every store table to ``new_name``, in one transaction
+    (RenameError when the new pair got rows meanwhile); the rows moved per table."""
+    from .fork import _table_with
+
+    rows: dict[str, int] = {}
+    if not store_file.exists():
+        return rows
+    with closing(connect(store_file)) as conn, immediate(conn):
+        taken = _table_with(conn, (pair[0], new_name))
+        if taken is not None:
+            raise RenameError(f"{new_name!r} of {pair[0]!r} appeared in {taken} meanwhile")
+        present = tables(conn)
+        for table in PAIR_TABLES:
+            if table in present:
+                rows[table] = conn.execute(f"UPDATE {table} SET session_name = ? WHERE {PAIR}",
+                                           (new_name, *pair)).rowcount
+    return rows
+
+
+@dataclass
+class PruneResult:
+    """What :func:`prune_sessions` removed (or, on a dry run, would remove), what it could
+    not remove and why (each conversation is removed whole or left whole), and the
+    cutoff: last activity before it."""
+
+    cutoff_ms: int
+    dry_run: bool
+    removed: list[Pruned] = field(default_factory=list)
+    failed: list[Pruned] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cutoff": ms_to_iso(self.cutoff_ms), "dry_run": self.dry_run,
+                "removed": [each.to_json() for each in self.removed],
+                "failed": [each.to_json() for each in self.failed]}
+
+
+@dataclass
+class Pruned:
+    """One conversation of a prune: what it was (``bytes``: its log and tree files, read
+    before), and what was removed (None on a dry run) or why it could not be."""
+
+    info: SessionInfo
+    bytes: int
+    removed: ClearResult | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        info = self.info
+        done = self.removed.to_json() if self.removed is not None else {}
+        error = {"error": self.error} if self.error is not None else {}
+        return {"session_name": info.session_name, "user_id": info.user_id,
+                "origin": info.origin, "last_ms": info.last_ms,
+                "last_activity": info.last_activity, "turns": info.turns,
+                "items": info.items, "bytes": self.bytes, **done, **error}
+
+
+def _files_size(info: SessionInfo) -> int:
+    """The bytes of a conversation's log and AgentUse tree files (its store rows aside)."""
+    paths = [info.log_path] if info.log_path is not None else []
+    if info.agentuse_dir is not None and not info.agentuse_dir.is_symlink():
+        paths += info.agentuse_dir.rglob("*")
+    total = 0
+    for path in paths:
+        with suppress(OSError):
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+    return total
+
+
+def _prunable(cutoff_ms: int, user_id: str | None = None, *,
+                    include_agentuse: bool = False,
+                    locations: Locations | None = None) -> list[SessionInfo]:
+    """The conversations (of ``user_id``) whose last activity is before ``cutoff_ms``,
+    oldest first; the AgentUse-only sessions (no user: AgentUse's own history) only with
+    ``include_agentuse``; a conversation of unknown age never."""
+    where = locations or Locations.resolve()
+    found = [info for info in list_sessions(user_id, locations=where)
+             if info.last_ms is not None and info.last_ms < cutoff_ms
+             and (include_agentuse or info.user_id is not None)]
+    return sorted(found, key=lambda i: (i.last_ms or 0, i.user_id or "", i.session_name))
+
+
+def prune_sessions(cutoff_ms: int, user_id: str | None = None, *, dry_run: bool = False,
+                   include_agentuse: bool = False,
+                   locations: Locations | None = None) -> PruneResult:
+    """Remove every conversation :func:`pruned_sessions` names, each as
+    :func:`clear_session` removes one, each whole or not at all: its log and tree are
+    moved aside (a hidden ``.pruning`` directory beside each, where no reader lists them)
+    before its store rows go in one transaction; a failure before that moves them back,
+    and the conversation is reported in ``failed`` while the others go on. One being
+    recorded is not removed (``failed``). ``dry_run``: nothing is changed. A store that
+    is damaged or cannot be written raises (``db.DamagedDatabase``,
+    ``db.ReadOnlyDatabase``) before anything is removed."""
+    where = locations or Locations.resolve()
+    result = PruneResult(cutoff_ms, dry_run)
+    found = _prunable(cutoff_ms, user_id, include_agentuse=include_agentuse,
+                            locations=where)
+    if dry_run:
+        result.removed = [Pruned(info, _files_size(info)) for info in found]
+        return result
+    problem = writing_problem(where.store_file)
+    if problem is not None and any(info.user_id is not None for info in found):
+        raise problem
+    for info in found:
+        pruned = Pruned(info, _files_size(info))
+        try:
+            pruned.removed = _prune_one(info, where)
+            result.removed.append(pruned)
+        except (SessionBusyError, OSError, sqlite3.Error) as exc:
+            pruned.error = str(exc)
+            result.failed.append(pruned)
+    return result
+
+
+def _prune_one(info: SessionInfo, where: Locations) -> ClearResult:
+    """Remove one conversation whole (:func:`prune_sessions`), or raise having left it
+    whole."""
+    with _unrecorded(info.agentuse_dir):
+        tree = info.agentuse_dir if info.agentuse_dir is not None \
+            and info.agentuse_dir.exists() else None
+        why = _safe_agentuse_dir(tree) if tree is not None else None
+        if tree is not None and why is not None:
+            raise OSError(f"{tree}: {why}; not removed")
+        owner = owner_record_path(info.log_path) if info.log_path is not None else None
+        moves = [path for path in (
+            tree, info.log_path if info.log_path is not None and info.log_path.exists()
+            else None, owner if info.log_path is not None
+            and owner_pair(info.log_path) == (info.user_id, info.session_name) else None)
+            if path is not None]
+        moved: list[tuple[Path, Path]] = []
+        try:
+            for path in moves:
+                aside = path.parent / ".pruning" / path.name
+                aside.parent.mkdir(mode=0o700, exist_ok=True)
+                os.rename(path, aside)
+                moved.append((path, aside))
+            result = clear_session(replace(info, log_path=None, agentuse_dir=None),
+                                   locations=where)
+        except BaseException:
+            for path, aside in reversed(moved):
+                os.rename(aside, path)
+                with suppress(OSError):
+                    aside.parent.rmdir()
+            raise
+    for path, aside in moved:
+        if aside.is_dir():
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            with suppress(OSError):
+                aside.unlink()
+        with suppress(OSError):
+            aside.parent.rmdir()
+        if aside.exists():
+            result.kept.append(f"{aside}: could not be removed (the conversation is gone)")
+        else:
+            result.removed_paths.append(path)
+    if info.log_path is not None:
+        with suppress(OSError):
+            info.log_path.parent.rmdir()  # only if that was the user's last log
     return result
 
 

@@ -1,10 +1,11 @@
-"""``sessiontape sessions``: list, show, fork, clear and locate recorded conversations."""
+"""``sessiontape sessions``: list, show, fork, rename, clear, prune and locate recorded
+conversations."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -238,6 +239,99 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- rename -----------------------------------------------------------------------------
+
+
+def cmd_rename(args: argparse.Namespace) -> int:
+    """Rename NAME to NEW in every layout (see docs/cli.md, "sessions rename")."""
+    import sqlite3
+
+    from sessiontape.storage.sessions import RenameError, SessionBusyError, rename_session
+
+    where = _locations(args)
+    if _store_refuses(f"not renaming {args.name!r}", where):
+        return EXIT_USAGE
+    found = _lookup(args, where)
+    if isinstance(found, int):
+        return found
+    try:
+        result = rename_session(found, args.new_name, locations=where)
+    except (RenameError, SessionBusyError) as exc:
+        eprint(printable(f"{PROG}: not renaming {found.session_name!r}: {exc}", one_line=True))
+        return EXIT_USAGE
+    except (OSError, sqlite3.Error) as exc:  # half-way: what was done is undone
+        eprint(printable(f"{PROG}: renaming {found.session_name!r} failed, nothing was "
+                         f"changed: {exc}", one_line=True))
+        return EXIT_FAILURE
+    if args.json:
+        print_json(result.to_json())
+        return EXIT_OK
+    print(printable(f"renamed {result.old_name!r} of {result.user_id!r} to "
+                    f"{result.new_name!r}", one_line=True))
+    rows = ", ".join(f"{count} in {table}" for table, count in result.rows.items() if count)
+    print(f"  store rows: {rows or 'none'}")
+    print(printable(f"  log {result.log_path or '-'}", one_line=True))
+    print(printable(f"  AgentUse tree {result.agentuse_dir or '-'}", one_line=True))
+    return EXIT_OK
+
+
+# -- prune ------------------------------------------------------------------------------
+
+
+def _prune_line(entry: dict[str, Any]) -> str:
+    """One conversation of a prune: its name, user, last activity, turns and size."""
+    return printable(f"  {entry['session_name']}  user {entry['user_id'] or '-'}  last "
+                     f"{_local_time(entry['last_ms'])}  {plural(entry['turns'], 'turn')}  "
+                     f"{plural(entry['items'], 'stored item')}  {entry['bytes']} bytes",
+                     one_line=True)
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Remove the conversations older than --older-than (see docs/cli.md, "sessions
+    prune")."""
+    from sessiontape.storage.sessions import prune_sessions
+    from sessiontape.storage.times import parse_since
+
+    try:
+        cutoff = int(parse_since(args.older_than).timestamp() * 1000)
+    except ValueError as exc:
+        eprint(f"{PROG}: --older-than: {exc}")
+        return EXIT_USAGE
+    where = _locations(args)
+    if not args.dry_run and _store_refuses("not pruning", where):
+        return EXIT_FAILURE
+    options = {"include_agentuse": args.include_agentuse, "locations": where}
+    planned = prune_sessions(cutoff, args.user, dry_run=True, **options)
+    if not args.dry_run and planned.removed and not args.yes:
+        if not sys.stdin.isatty():
+            eprint(f"{PROG}: refusing to remove {plural(len(planned.removed), 'session')} "
+                   "without a terminal to confirm on; pass --yes (or --dry-run)")
+            return EXIT_USAGE
+        eprint(f"This removes {plural(len(planned.removed), 'session')} last active before "
+               f"{_local_time(cutoff)}, in every layout:")
+        for entry in planned.to_json()["removed"]:
+            eprint(_prune_line(entry))
+        if not _confirm("Remove them?"):
+            eprint(f"{PROG}: nothing removed")
+            return EXIT_FAILURE
+    result = planned if args.dry_run else prune_sessions(cutoff, args.user, **options)
+    report = result.to_json()
+    if args.json:
+        print_json(report)
+    else:
+        verb = "would remove" if args.dry_run else "removed"
+        print(f"{verb} {plural(len(report['removed']), 'session')} last active before "
+              f"{_local_time(cutoff)}")
+        for entry in report["removed"]:
+            print(_prune_line(entry))
+    for entry in report["failed"]:
+        eprint(printable(f"{PROG}: not removed: {entry['session_name']} of "
+                         f"{entry['user_id'] or '-'}: {entry['error']}", one_line=True))
+    for entry in report["removed"]:
+        _warn(entry.get("kept", []))
+    return EXIT_FAILURE if report["failed"] else EXIT_OK
+
+
 # -- registration -----------------------------------------------------------------------
 
 
@@ -357,3 +451,44 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     user_option(fork)
     fork.add_argument("--json", action="store_true", help="print what was made as JSON")
     fork.set_defaults(handler=cmd_fork)
+
+    rename = sub.add_parser(
+        "rename", help="give a session a new name, in every layout",
+        description="Rename session NAME to NEW (the same user) in every layout: its rows "
+                    "in the item store (items, archive, compaction records, link: one "
+                    "transaction), its replay log (moved to NEW's log file name; its lines "
+                    "are history and are not rewritten: a user_message keeps the "
+                    "sessionName it was recorded with) and session.json's conversation in "
+                    "its AgentUse tree. A failure half-way puts everything back. NAME is "
+                    "found as by 'show'. Exit 2, nothing changed, when NEW exists in any "
+                    "layout, NAME is being recorded (a run is going on), NAME is an "
+                    "AgentUse-only session, or the item store is damaged or cannot be "
+                    "written.")
+    rename.add_argument("name", metavar="NAME_OR_ULID_PREFIX")
+    rename.add_argument("new_name", metavar="NEW")
+    user_option(rename)
+    rename.add_argument("--json", action="store_true", help="print what was moved as JSON")
+    rename.set_defaults(handler=cmd_rename)
+
+    prune = sub.add_parser(
+        "prune", help="remove every session last active before a time",
+        description="Remove every session whose last activity (LAST ACTIVITY in 'list') is "
+                    "older than DURATION, each as 'clear' removes one and each whole or "
+                    "not at all (its log and tree are moved aside before its store rows "
+                    "go; a failure puts them back, is reported, and the others go on). A "
+                    "session being recorded is never removed. AgentUse-only sessions (no "
+                    "user: AgentUse's own history) only with --include-agentuse. Asks y/N "
+                    "once on a terminal; without one, refuses (exit 2) unless --yes or "
+                    "--dry-run is given. Exit 1 when a session could not be removed.")
+    prune.add_argument("--older-than", required=True, metavar="DURATION",
+                       help="90d, 12h, 2w (s m h d w), or an ISO date or time")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="list what would be removed (last activity, turns, size) and "
+                            "change nothing")
+    prune.add_argument("--include-agentuse", action="store_true",
+                       help="also the AgentUse-only sessions of the project (--project)")
+    user_option(prune)
+    prune.add_argument("--yes", "-y", action="store_true", help="do not ask")
+    prune.add_argument("--json", action="store_true",
+                       help="print what was (or would be) removed as JSON")
+    prune.set_defaults(handler=cmd_prune)
