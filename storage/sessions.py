@@ -105,6 +105,7 @@ __all__ = [
     "ORIGIN_SKILLED_CREW",
     "AmbiguousSessionError",
     "ClearResult",
+    "NoSuchTurnError",
     "PruneResult",
     "Pruned",
     "RenameError",
@@ -922,6 +923,7 @@ class TurnView:
     """
 
     turn: Turn
+    number: int | None = None         # 1-based, among its session's turns as shown
     usage: Usage | None = None        # the exchange with its subagents
     usage_main: Usage | None = None   # the main agent's own calls
     message_id: str | None = None
@@ -933,6 +935,7 @@ class TurnView:
 
     def to_json(self) -> dict[str, Any]:
         data = {
+            "number": self.number,
             "source": self.source,
             "user_input": self.turn.user_input,
             "steps": self.turn.steps,
@@ -1168,8 +1171,10 @@ def _tree_turns(session: LoadedSession) -> list[TurnView]:
     subagent sessions it ran."""
     agent = _agent_name(session)
     views = []
-    for message, subagents in zip(session.messages, _placed_subagents(session), strict=True):
-        view = TurnView(_exchange_turn(message, agent), usage_main=Usage.of_message(message),
+    for number, (message, subagents) in enumerate(
+            zip(session.messages, _placed_subagents(session), strict=True), 1):
+        view = TurnView(_exchange_turn(message, agent), number,
+                        usage_main=Usage.of_message(message),
                         message_id=str(message.info.get("id")), source="agentuse",
                         parts=message.parts)
         view.subagents = [SubagentView(
@@ -1183,13 +1188,44 @@ def _tree_turns(session: LoadedSession) -> list[TurnView]:
     return views
 
 
+def _log_turn_view(turn: Turn, exchange: TurnView | None) -> TurnView:
+    """A log turn, with the usage, parts and subagents of the ``exchange`` it names (the
+    parts another tool added after the turn ended apart, as ``continued``); without one,
+    its usage from its ``model_call`` lines."""
+    view = TurnView(turn)
+    if exchange is None:
+        view.usage, view.usage_main = _log_usage(turn)
+        return view
+    view.message_id, view.usage, view.usage_main = \
+        exchange.message_id, exchange.usage, exchange.usage_main
+    view.continued = _continued(turn, exchange.parts or [])
+    later = {id(part) for part in view.continued}
+    view.parts = [part for part in exchange.parts or [] if id(part) not in later]
+    view.subagents = exchange.subagents
+    return view
+
+
+class NoSuchTurnError(LookupError):
+    """:func:`show_session` was asked for a turn the conversation does not have."""
+
+    def __init__(self, turn: int, count: int) -> None:
+        super().__init__(f"no turn {turn}: the conversation has {count} turn(s)")
+        self.turn = turn
+        self.count = count  # how many turns it has
+
+
 def show_session(info: SessionInfo, *, full: bool = False,
-                 locations: Locations | None = None) -> SessionView:
+                 locations: Locations | None = None, turn: int | None = None,
+                 last: int | None = None) -> SessionView:
     """The transcript of a conversation with per-turn usage; ``full`` adds archived items.
 
     The turns come from the replay log; without one (or with an empty one), from the
     AgentUse exchanges (prompt, parts, subagents); without those, from the stored items.
+    Each is numbered from 1; ``turn`` keeps turn N alone (:class:`NoSuchTurnError` if there
+    is none), ``last`` the last K (all of them when there are fewer; K >= 1).
     """
+    if last is not None and last < 1:
+        raise ValueError(f"last must be at least 1, not {last}")
     where = locations or Locations(*_skillet_files())  # no tree to scan: no project needed
     turns: list[Turn] = []
     if info.log_path is not None:
@@ -1207,26 +1243,19 @@ def show_session(info: SessionInfo, *, full: bool = False,
     if turns:
         source = "log"
         exchanges = _tree_turns(session) if session is not None else []
-        for turn, index in conversation_turns(turns, session):
-            if turn is None and index is not None:  # an exchange no log turn names
+        for logged, index in conversation_turns(turns, session):
+            if logged is None and index is not None:  # an exchange no log turn names
                 views.append(exchanges[index])
-            elif turn is not None:
-                view = TurnView(turn)
-                if index is not None:
-                    found = exchanges[index]
-                    view.message_id, view.usage, view.usage_main = \
-                        found.message_id, found.usage, found.usage_main
-                    view.continued = _continued(turn, found.parts or [])
-                else:
-                    view.usage, view.usage_main = _log_usage(turn)
-                views.append(view)
+            elif logged is not None:
+                views.append(_log_turn_view(logged, None if index is None else exchanges[index]))
     elif session is not None and session.messages:
         source, views = "agentuse", _tree_turns(session)
     elif info.user_id is not None and info.items:
         rows = _store_rows(where.store_file, info.user_id, info.session_name, info.problems)
         source = "store"
-        views = [TurnView(turn, source="store", items=items)
-                 for turn, items in _turns_of_items(rows)]
+        views = [TurnView(stored, source="store", items=items)
+                 for stored, items in _turns_of_items(rows)]
+    views = _chosen_turns(views, turn, last)
     archived: list[tuple[str, Any]] | None = None
     if full:
         archived = []
@@ -1239,6 +1268,18 @@ def show_session(info: SessionInfo, *, full: bool = False,
                                                   info.session_name))
     error = session.info.get("error") if session is not None else None
     return SessionView(info, views, archived, source, error)
+
+
+def _chosen_turns(views: list[TurnView], turn: int | None, last: int | None
+                  ) -> list[TurnView]:
+    """``views`` numbered from 1, then turn ``turn`` alone or the last ``last`` of them."""
+    for number, view in enumerate(views, 1):
+        view.number = number
+    if turn is not None:
+        if not 1 <= turn <= len(views):
+            raise NoSuchTurnError(turn, len(views))
+        return [views[turn - 1]]
+    return views[-last:] if last is not None else views
 
 
 # -- clear ------------------------------------------------------------------------------

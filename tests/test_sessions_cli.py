@@ -441,3 +441,60 @@ def test_clear_removes_everything_of_that_session_only() -> None:
     assert row_counts(rec.store, BOB, "trip") == untouched
     assert rec.logs[(BOB, "trip")].exists() and rec.dirs[(BOB, "trip")].is_dir()
     assert rec.logs[(BOB, "trip")].with_name(".trip.owner.json").exists()
+
+
+# -- show: one turn, the last turns -------------------------------------------------------
+
+PICKED = {
+    "turn_2": ["show", "trip", "--user", ANN, "--turn", "2"],
+    "last": ["show", "trip", "--user", ANN, "--last"],
+    "last_2": ["show", "compacted", "--last", "2"],
+    "turn_9": ["show", "trip", "--user", ANN, "--turn", "9"],
+    "turn_1_json": ["show", "compacted", "--json", "--turn", "1"],
+    "last_2_json": ["show", "compacted", "--json", "--last", "2"],
+}
+
+
+@dataclass
+class Picked(CliResults):
+    """``sessions show`` of chosen turns, run on the world's recording."""
+
+    results: dict[str, subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def picked(world: World) -> Picked:
+    return Picked(run_many({key: command(*args) for key, args in PICKED.items()}, world.env))
+
+
+def _turn_headings(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("Turn ")]
+
+
+def test_show_one_turn_or_the_last_turns(world: World, picked: Picked) -> None:
+    second = picked.ok("turn_2").stdout
+    assert [h.split()[:2] for h in _turn_headings(second)] == [["Turn", "2"]]
+    assert "user> trip prompt 1" in second and "trip prompt 0" not in second
+    assert "trip answer 1" in second and "trip answer 0" not in second
+    # the header is the conversation's, whatever turns are shown
+    assert second.splitlines()[0] == world.ok("show_ann").stdout.splitlines()[0]
+    assert picked.ok("last").stdout == second
+    last_two = picked.ok("last_2").stdout
+    assert [h.split()[:2] for h in _turn_headings(last_two)] == [["Turn", "2"], ["Turn", "3"]]
+    assert [line for line in last_two.splitlines() if line.startswith("user>")] == [
+        "user> count 1", "user> count 2"]
+
+
+def test_show_a_turn_out_of_range_exits_2_saying_how_many_there_are(
+        picked: Picked) -> None:
+    done = picked.results["turn_9"]
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "sessiontape sessions show: no turn 9: 'trip' has 2 turns\n"
+
+
+def test_show_json_of_chosen_turns_numbers_them(picked: Picked) -> None:
+    first = picked.json("turn_1_json")
+    assert [(t["number"], t["user_input"]) for t in first["turns"]] == [(1, "count 0")]
+    assert first["session"]["session_name"] == "compacted" and first["session"]["turns"] == 3
+    assert [(t["number"], t["user_input"]) for t in picked.json("last_2_json")["turns"]] == [
+        (2, "count 1"), (3, "count 2")]

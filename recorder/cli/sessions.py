@@ -111,9 +111,25 @@ def cmd_show(args: argparse.Namespace) -> int:
     found = _lookup(args, where)
     if isinstance(found, int):
         return found
+    from sessiontape.storage.sessions import NoSuchTurnError
+
     from .show import print_session  # the transcript's readers: loaded for this verb only
 
-    return print_session(found, where, full=args.full, as_json=args.json, warn=_warn)
+    try:
+        return print_session(found, where, full=args.full, as_json=args.json, warn=_warn,
+                             turn=args.turn, last=args.last)
+    except NoSuchTurnError as exc:
+        eprint(f"{PROG} show: no turn {exc.turn}: "
+               f"{printable(repr(found.session_name), one_line=True)} has "
+               f"{plural(exc.count, 'turn')}")
+        return EXIT_USAGE
+
+
+def _turn_count(text: str) -> int:
+    """An argument that counts turns: a whole number from 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a turn number (1, 2, ...): {text!r}")
+    return int(text)
 
 
 # -- clear ------------------------------------------------------------------------------
@@ -403,6 +419,11 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                       help="print one JSON object (session, turns with steps and usage, "
                            "the AgentUse parts and subagents or the stored items of turns "
                            "read from those, archived items with --full)")
+    chosen = show.add_mutually_exclusive_group()
+    chosen.add_argument("--turn", type=_turn_count, metavar="N",
+                        help="only turn N (1-based, as shown); exit 2 if there is none")
+    chosen.add_argument("--last", type=_turn_count, nargs="?", const=1, metavar="K",
+                        help="only the last K turns (default 1)")
     show.set_defaults(handler=cmd_show)
 
     clear = sub.add_parser(

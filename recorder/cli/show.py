@@ -132,11 +132,12 @@ def _store_turn_lines(view: TurnView, style: Style) -> Iterator[str]:
 
 
 def print_session(found: SessionInfo, where: Locations, *, full: bool, as_json: bool,
-                  warn: Callable[[list[str]], None]) -> int:
+                  warn: Callable[[list[str]], None], turn: int | None = None,
+                  last: int | None = None) -> int:
     """``sessions show``: the session's header and transcript (``as_json``: its view as
-    JSON); ``full`` adds the archived items. ``warn`` gets the problems met, reading
-    included."""
-    view = show_session(found, full=full, locations=where)
+    JSON); ``full`` adds the archived items, ``turn`` and ``last`` choose turns
+    (:func:`show_session`). ``warn`` gets the problems met, reading included."""
+    view = show_session(found, full=full, locations=where, turn=turn, last=last)
     warn(found.problems)
     if as_json:
         print_json(view.to_json())
@@ -166,23 +167,23 @@ def print_session(found: SessionInfo, where: Locations, *, full: bool, as_json: 
         where_from = {"agentuse": "the AgentUse tree", "store": "the stored items"}
         print(f"{style.dim}(transcript from {where_from.get(view.source or '', view.source)})"
               f"{style.reset}")
-    for number, turn in enumerate(view.turns, 1):
-        print(f"\n{style.bold}Turn {number}{style.reset}"
-              + (f" {style.dim}{turn.turn.started}{style.reset}" if turn.turn.started else ""))
-        if turn.source == "agentuse":
-            lines: Iterator[str] = _exchange_lines(turn, style)
-        elif turn.source == "store":
-            lines = _store_turn_lines(turn, style)
+    for shown in view.turns:
+        print(f"\n{style.bold}Turn {shown.number}{style.reset}"
+              + (f" {style.dim}{shown.turn.started}{style.reset}" if shown.turn.started else ""))
+        if shown.source == "agentuse":
+            lines: Iterator[str] = _exchange_lines(shown, style)
+        elif shown.source == "store":
+            lines = _store_turn_lines(shown, style)
         else:
-            lines = render_turns([turn.turn], color=style.reset != "")
+            lines = render_turns([shown.turn], color=style.reset != "")
         for text in lines:
             print(text)
-        if turn.continued:
+        if shown.continued:
             print(f"{style.dim}(continued in its AgentUse exchange){style.reset}")
-            for part in turn.continued:
+            for part in shown.continued:
                 for text in _part_lines(part, style, ""):
                     print(text)
-        for text in _usage_line(turn, style, ""):
+        for text in _usage_line(shown, style, ""):
             print(text)
     if view.archived is not None:
         print(f"\n{style.bold}Archived (compacted) items: {len(view.archived)}{style.reset}")
