@@ -46,6 +46,7 @@ from .db import DamagedDatabase, connect, connect_readonly, damage, immediate
 from .links import SCHEMA as LINKS_SCHEMA
 from .links import find_linked_dir, link_rows
 from .liveness import INTERRUPTED, RecordingLock, recorder_alive
+from .log_owners import find_log_path
 from .log_reader import SessionLogReader
 from .paths import AgentUseRoots, Locations
 from .tables import LINKS_TABLE
@@ -312,9 +313,10 @@ def _close_dead(session: AgentUseSession, at: int) -> None:
     session.set_status("error", at=at, error={"code": "INTERRUPTED", "message": INTERRUPTED})
 
 
-def _recover(directory: Path, pair: _Pair | None, at: int) -> str:
-    """Rebuild a damaged session.json from the files beside it; its status: ``completed``
-    when its last exchange ended, else closed as a dead recorder's."""
+def _recover(directory: Path, pair: _Pair | None, at: int, logs_root: Path) -> str:
+    """Rebuild a damaged session.json from the files beside it, naming its conversation
+    ``pair`` (and its log, in ``logs_root``) as the recorder does; its status:
+    ``completed`` when its last exchange ended, else closed as a dead recorder's."""
     from .agentuse_writer import AgentUseMessage, AgentUseSession
 
     try:
@@ -333,7 +335,11 @@ def _recover(directory: Path, pair: _Pair | None, at: int) -> str:
         model=str(last.get("modelID") or "unknown"), project_root=str(place.get("root", "")),
         cwd=str(place.get("cwd", "")))
     if pair is not None:
-        session.info["conversation"] = {"user": pair[0], "name": pair[1]}
+        conversation = {"user": pair[0], "name": pair[1]}
+        log = find_log_path(*pair, logs_root)
+        if log is not None:
+            conversation["log"] = str(log)
+        session.info["conversation"] = conversation
     message = AgentUseMessage.open_last(session)
     if message is None or "completed" in message.info.get("time", {}):
         session.set_status("completed", at=at)
@@ -352,7 +358,7 @@ def _close(directory: Path, at: int) -> str:
     return "its open exchange closed as interrupted, the session as error"
 
 
-def _locked(finding: Finding, at: int) -> Repaired:
+def _locked(finding: Finding, at: int, logs_root: Path) -> Repaired:
     """A repair inside a session directory, under its recording lock taken alone."""
     directory = finding.path.parent
     lock = RecordingLock(directory)
@@ -361,7 +367,7 @@ def _locked(finding: Finding, at: int) -> Repaired:
             return Repaired(finding, False, "a recorder is recording there: left as it is")
         if finding.kind == "exchange-dead":
             return Repaired(finding, True, _close(directory, at))
-        return Repaired(finding, True, _recover(directory, finding.pair, at))
+        return Repaired(finding, True, _recover(directory, finding.pair, at, logs_root))
     finally:
         lock.release()
 
@@ -385,7 +391,7 @@ def _repair_one(finding: Finding, where: Locations, catalog: Path, at: int) -> R
             return Repaired(finding, False, f"{finding.target} is gone: not linked")
         return Repaired(finding, True, _link(where.store_file, finding.pair, finding.target))
     if kind in ("exchange-dead", "session-json-damaged"):
-        return _locked(finding, at)
+        return _locked(finding, at, where.logs_root)
     if kind == "log-torn":
         return Repaired(finding, True, _end_torn_line(finding.path))
     with Catalog(catalog) as rebuilt:

@@ -29,7 +29,7 @@ from sessiontape.storage.liveness import RecordingLock
 from sessiontape.storage.paths import SkilletPaths
 
 USER = "ann@example.com"
-NAMES = ("moved", "gone", "cut", "torn", "unlinked", "fine")
+NAMES = ("moved", "gone", "lost", "cut", "torn", "unlinked", "fine")
 KEPT = 40  # bytes of the truncated session.json
 
 
@@ -96,6 +96,7 @@ def test_doctor_lists_each_fault_and_fix_repairs_the_safe_ones_keeping_every_tur
     _link(store, "moved", f"/old/data/agentuse/project/{tree.parent.parent.name}/session/"
                           f"{tree.name}")
     shutil.rmtree(dirs["gone"])  # type: ignore[arg-type]
+    _link(store, "lost", "/nowhere/01M8DRKP5M8ZN8HH1QZ6VE4EAF-planner")  # its tree is there
     session_json = dirs["cut"] / "session.json"  # type: ignore[operator]
     damaged = session_json.read_bytes()[:KEPT]
     session_json.write_bytes(damaged)
@@ -113,6 +114,7 @@ def test_doctor_lists_each_fault_and_fix_repairs_the_safe_ones_keeping_every_tur
     assert code == 1
     kinds = _kinds(found)
     expected = {("link-moved", "moved"): True, ("link-dangling", "gone"): False,
+                ("link-dangling", "lost"): True,
                 ("session-json-damaged", "cut"): True, ("log-torn", torn.stem): True,
                 ("tree-unlinked", "unlinked"): True, ("exchange-dead", "killed"): True,
                 ("catalog-damaged", "catalog"): True}
@@ -121,6 +123,7 @@ def test_doctor_lists_each_fault_and_fix_repairs_the_safe_ones_keeping_every_tur
     assert "its next run begins a new AgentUse session" in kinds["link-dangling", "gone"]["repair"]
     assert kinds["link-moved", "moved"]["target"] == str(tree)
     assert kinds["tree-unlinked", "unlinked"]["target"] == str(dirs["unlinked"])
+    assert kinds["link-dangling", "lost"]["target"] == str(dirs["lost"])
     assert kinds["exchange-dead", "killed"]["path"] == str(killed / "session.json")
 
     code, fixed = _doctor("--fix")
@@ -132,11 +135,11 @@ def test_doctor_lists_each_fault_and_fix_repairs_the_safe_ones_keeping_every_tur
     assert _doctor() == (1, {"findings": fixed["findings"]})
 
     # What was repaired, on disk.
-    assert _link(store, "moved") == str(tree) and _link(store, "unlinked") == str(
-        dirs["unlinked"])
+    assert [_link(store, name) for name in ("moved", "unlinked", "lost")] == [
+        str(tree), str(dirs["unlinked"]), str(dirs["lost"])]
     info = read_json_object(session_json)
-    assert info["status"] == "completed" and info["conversation"] == {"user": USER,
-                                                                      "name": "cut"}
+    assert info["status"] == "completed" and info["conversation"] == {
+        "user": USER, "name": "cut", "log": str(recs["cut"].log_path)}
     assert (session_json.parent / info["recovered"]["kept"]).read_bytes() == damaged
     assert interrupted_at_every_depth(load_session(killed)) > 0
     assert read_json_object(killed / "session.json")["status"] == "error"
