@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import EXECUTABLE, run, run_cli, snapshot
+from harness import EXECUTABLE, on_terminal, run, run_cli, snapshot
+from test_foreign_sessions import PROJECT
 from test_fork import (
     ANN,
     Recorded,
@@ -40,7 +42,7 @@ from sessiontape.storage.links import find_agentuse_dir
 from sessiontape.storage.liveness import RecordingLock
 from sessiontape.storage.log_owners import log_owner
 from sessiontape.storage.log_reader import SessionLogReader
-from sessiontape.storage.paths import Locations
+from sessiontape.storage.paths import Locations, project_hash
 from sessiontape.storage.sessions import find_session, prune_sessions, rename_session
 
 TABLES = ("session_items", "session_items_archive", "sessiontape_compactions")
@@ -323,3 +325,41 @@ def test_a_conversation_being_recorded_is_not_pruned(aged: list[Recorded]) -> No
     assert "a recorder is recording a run of it now" in done.stderr
     assert done.stdout.splitlines()[1].split()[0] == "old-b"
     assert original(aged[0]) == kept and not aged[1].log_path.exists()
+
+
+def test_prune_on_a_terminal_asks_once(aged: list[Recorded]) -> None:
+    kept = [original(old) for old in aged]
+    command = [EXECUTABLE, "sessions", "prune", "--older-than", "90d"]
+    code, shown, err = on_terminal(command, stdin=b"n\n")
+    assert code == 1 and "removed" not in shown and err.count("[y/N]") == 1
+    assert err.startswith("This removes 2 sessions last active before ")
+    assert [line.split()[0] for line in err.splitlines()[1:3]] == ["old-a", "old-b"]
+    assert "sessiontape sessions: nothing removed" in err
+    assert [original(old) for old in aged] == kept
+
+    code, shown, err = on_terminal(command, stdin=b"y\n")
+    assert code == 0, err
+    assert "\nremoved 2 sessions last active before " in shown  # after the typed answer
+    assert not aged[0].session_dir.exists() and not aged[1].log_path.exists()
+    assert original(aged[2]) == kept[2]
+
+
+def test_agentuse_only_sessions_are_pruned_only_when_asked(
+        agentuse_fixture: Path, isolated_env: Path) -> None:
+    """AgentUse's own sessions (no user) are its history: left alone unless
+    --include-agentuse. The fixture's are days old: the cutoff is a time to come."""
+    data = isolated_env / "home" / "data"
+    shutil.copytree(agentuse_fixture, data)
+    root = data / "agentuse" / "project" / project_hash(PROJECT) / "session"
+    theirs = sorted(p.name for p in root.iterdir())
+    assert len(theirs) == 4
+    prune = ("sessions", "prune", "--older-than", "2100-01-01", "--project", PROJECT)
+
+    alone = cli_json(*prune, "--yes")
+    assert alone["removed"] == [] and sorted(p.name for p in root.iterdir()) == theirs
+    asked = cli_json(*prune, "--include-agentuse", "--dry-run")
+    assert sorted(e["session_name"] for e in asked["removed"]) == theirs
+    assert all(e["user_id"] is None and e["origin"] == "agentuse" for e in asked["removed"])
+    removed = cli_json(*prune, "--include-agentuse", "--yes")
+    assert sorted(Path(e["removed_paths"][0]).name for e in removed["removed"]) == theirs
+    assert list(root.iterdir()) == []
