@@ -1,7 +1,9 @@
 """Times, once each: now in Unix ms, Unix ms to and from ISO-8601 text, and ``--since``.
 
-Every time sessiontape writes or shows is UTC ISO-8601 with milliseconds and a ``Z``
-(``2026-11-23T14:37:23.881Z``), as skillet's logs write them.
+Every time sessiontape writes is UTC ISO-8601 with milliseconds and a ``Z``
+(``2026-11-23T14:37:23.881Z``), as skillet's logs write them; every time its text output
+shows a person is UTC too, with the zone said: ``2026-11-23 14:37:23 UTC``
+(:func:`shown_time`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-__all__ = ["iso_ms", "iso_to_ms", "ms_to_iso", "now_ms", "parse_since"]
+__all__ = ["iso_ms", "iso_to_ms", "ms_to_iso", "now_ms", "parse_since", "shown_time"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -48,6 +50,15 @@ def iso_to_ms(stamp: Any) -> int | None:
         return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
     except (ValueError, OverflowError, OSError):
         return None
+
+
+def shown_time(moment: int | str | None) -> str:
+    """A time (Unix ms, or ISO-8601 text) as text output shows it to a person, in UTC with
+    the zone said: ``2026-11-23 14:37:23 UTC``; ``-`` when there is none or it is not a
+    time."""
+    ms = iso_to_ms(moment) if isinstance(moment, str) else moment
+    iso = ms_to_iso(ms)
+    return "-" if iso is None else f"{iso[:10]} {iso[11:19]} UTC"
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:

@@ -193,7 +193,7 @@ def world(agentuse_fixture: Path, skillet_fixture: Path,
     tools, manager = tree_only["tools"], tree_only["manager"]
     commands = {
         "list_json": with_project("list", "--json"),
-        "list_text": with_project("list"),
+        "list_text": with_project("list", "--paths"),
         "list_john": with_project("list", "--user", JOHN, "--json"),
         "list_cwd": sessions("list", "--json"),  # this checkout's project: no fixture tree
         "show_tools": with_project("show", tools.id[:12].lower()),
@@ -329,8 +329,9 @@ def test_list_text_shows_every_kind(world: World) -> None:
         tokens_in, tokens_out, _ = totals(tree.all_messages)
         assert row[1] == "-" and row[2] == str(len(tree.messages)) and row[3] == "0"
         assert row[4] == str(tokens_in + tokens_out)
-        assert row[-1] == str(tree.directory)
+        assert row[-2:] == ["agentuse", str(tree.directory)]
     assert rows["fixture_session_1"][1:4] == [JOHN, "3", "18"]
+    assert rows["fixture_session_1"][-3:] == ["-", "skilled_crew", "-"]  # no tree, no status
     assert rows["trip"][1] == ANN and rows["trip"][-1] == str(world.ours_dir)
 
 

@@ -247,7 +247,7 @@ def test_list_text_is_an_aligned_table(world: World) -> None:
     done = world.ok("list_text")
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["NAME", "USER", "TURNS", "ITEMS", "TOKENS", "COST", "LAST",
-                                "ACTIVITY", "AGENTUSE", "DIR"]
+                                "ACTIVITY", "STATUS", "ORIGIN"]
     assert [line.split()[:2] for line in lines[1:]] == [
         ["trip", BOB], ["compacted", BOB], ["trip", ANN], ["notes", "carol"]]
     user_column = lines[0].index("USER")
@@ -256,7 +256,8 @@ def test_list_text_is_an_aligned_table(world: World) -> None:
     assert lines[3][:tokens_end].endswith(" 80")
     assert lines[3].split()[2:4] == ["2", str(row_counts(world.recorded.store, ANN, "trip")
                                               ["session_items"])]
-    assert lines[3].endswith(str(world.recorded.dirs[(ANN, "trip")]))
+    assert lines[3].endswith("  completed  sessiontape")
+    assert lines[4].endswith("  -          skilled_crew")  # a stray log: no tree, no owner
     assert "\x1b" not in done.stdout  # not a terminal: no colour
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from datetime import datetime
 from typing import Any
 
 from sessiontape.storage.catalog import (
@@ -28,7 +27,7 @@ from sessiontape.storage.catalog import (
 )
 from sessiontape.storage.names import AmbiguousUserError
 from sessiontape.storage.paths import Locations
-from sessiontape.storage.times import ms_to_iso, parse_since
+from sessiontape.storage.times import ms_to_iso
 
 from . import VERBS
 from .console import (
@@ -36,25 +35,20 @@ from .console import (
     EXIT_OK,
     EXIT_USAGE,
     Style,
+    cost_text,
     eprint,
     plural,
     print_json,
     printable,
     project_option,
     use_color,
+    when,
 )
-from .finding import Progress, answering_catalog, say_store_damage
+from .finding import Progress, ambiguous_user, answering_catalog, say_store_damage
 
 # The JSON key that names a usage row's group.
 GROUP_KEYS = {"daily": "day", "monthly": "month", "session": "session", "model": "model",
               "agent": "agent"}
-
-
-def _when(text: str) -> datetime:
-    try:
-        return parse_since(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _plain(snippet: str) -> str:
@@ -99,10 +93,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                                   kind=args.kind, since=args.since, limit=args.limit,
                                   raw=args.raw)
     except AmbiguousUserError as exc:
-        eprint(f"sessiontape search: {printable(str(exc), one_line=True)}:")
-        for user in exc.users:
-            eprint(f"  {printable(user, one_line=True)}")
-        return EXIT_USAGE
+        return ambiguous_user("sessiontape search", exc)
     except SearchSyntaxError as exc:
         eprint(f"sessiontape search: {exc}")
         return EXIT_USAGE
@@ -136,13 +127,13 @@ def _usage_table(rows: list[UsageRow], group: str) -> list[str]:
     cells = [[printable(f"{r.user}/{r.key}" if group == "session" and r.user else r.key,
                         one_line=True),
               str(r.calls), f"{r.input_tokens:,}", f"{r.output_tokens:,}",
-              f"{r.cached_tokens:,}", f"{r.reasoning_tokens:,}", f"${r.cost:.4f}"]
+              f"{r.cached_tokens:,}", f"{r.reasoning_tokens:,}", cost_text(r.cost)]
              for r in rows]
     total = [sum(getattr(r, name) for r in rows)
              for name in ("calls", "input_tokens", "output_tokens", "cached_tokens",
                           "reasoning_tokens")]
     cells.append(["total", str(total[0]), *(f"{n:,}" for n in total[1:]),
-                  f"${sum(r.cost for r in rows):.4f}"])
+                  cost_text(sum(r.cost for r in rows))])
     widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
     return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                       for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
@@ -236,7 +227,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     search.add_argument("--kind", default=None,
                         choices=KINDS,
                         help="only texts of this kind")
-    search.add_argument("--since", type=_when, default=None, metavar="WHEN",
+    search.add_argument("--since", type=when, default=None, metavar="WHEN",
                         help="only texts since WHEN (10m, 2h, 1d, or an ISO time)")
     search.add_argument("--limit", type=int, default=50, help="at most this many hits (50)")
     project_option(search)
@@ -252,9 +243,9 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "whichever layout recorded the call (AgentUse's tree: provider:model). "
                     "Answered from the catalog, which is brought up to date first.")
     usage.add_argument("group", choices=GROUPS)
-    usage.add_argument("--since", type=_when, default=None, metavar="WHEN",
+    usage.add_argument("--since", type=when, default=None, metavar="WHEN",
                        help="calls since WHEN (10m, 2h, 1d, or an ISO time)")
-    usage.add_argument("--until", type=_when, default=None, metavar="WHEN",
+    usage.add_argument("--until", type=when, default=None, metavar="WHEN",
                        help="calls before WHEN")
     project_option(usage)
     usage.add_argument("--json", action="store_true",

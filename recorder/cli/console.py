@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,8 +28,11 @@ __all__ = [
     "print_json",
     "printable",
     "project_option",
+    "table",
+    "terminal_width",
     "use_color",
     "warnings_in_one_line",
+    "when",
 ]
 
 EXIT_OK = 0
@@ -84,6 +89,63 @@ def cost_text(cost: float | None) -> str:
     if cost is None:
         return "-"
     return f"${cost:.4f}" if cost >= 0.01 or cost == 0 else f"${cost:.6f}"
+
+
+def when(text: str) -> datetime:
+    """An option's WHEN (``--since``, ``--until``): a duration back from now (``10m``,
+    ``2h``, ``1d``) or an ISO time (:func:`~sessiontape.storage.times.parse_since`); a usage
+    error otherwise."""
+    from sessiontape.storage.times import parse_since
+
+    try:
+        return parse_since(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def terminal_width(stream: TextIO | None = None) -> int | None:
+    """The terminal's width in columns (``COLUMNS`` first) when ``stream`` (stdout) is a
+    terminal; None for a pipe or a file, whose lines are never cut."""
+    stream = stream or sys.stdout
+    if not getattr(stream, "isatty", lambda: False)():
+        return None
+    return shutil.get_terminal_size().columns
+
+
+_NARROWEST = 8  # a shortened column keeps at least this many characters
+
+
+def _cut(cell: str, width: int, keep_end: bool) -> str:
+    if len(cell) <= width:
+        return cell
+    return "…" + cell[len(cell) - width + 1:] if keep_end else cell[:width - 1] + "…"
+
+
+def table(rows: Sequence[Sequence[str]], *, right: Collection[int] = (),
+          shrink: Collection[int] = (), keep_end: Collection[int] = (),
+          width: int | None = None) -> list[str]:
+    """``rows`` (the header first) as aligned lines, two spaces between columns, the
+    columns in ``right`` right-aligned, the last one unpadded. With ``width``, the columns
+    in ``shrink`` are narrowed, the widest first, until the lines fit (not below 8
+    characters); a narrowed cell ends with ``…``, or starts with it in a ``keep_end``
+    column (a path keeps its end; its header does not)."""
+    count = len(rows[0])
+    widths = [max(len(row[i]) for row in rows) for i in range(count)]
+    over = sum(widths) + 2 * (count - 1) - width if width is not None else 0
+    while over > 0:
+        column = max(shrink, key=lambda i: widths[i], default=None)
+        if column is None or widths[column] <= _NARROWEST:
+            break
+        widths[column] -= 1
+        over -= 1
+    lines = []
+    for number, row in enumerate(rows):  # a header is cut at its end
+        cells = [_cut(cell, widths[i], number > 0 and i in keep_end)
+                 for i, cell in enumerate(row)]
+        padded = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+                  for i, cell in enumerate(cells[:-1])]
+        lines.append("  ".join([*padded, cells[-1]]))
+    return lines
 
 
 def print_json(value: Any, *, indent: bool = True, stream: TextIO | None = None) -> None:

@@ -36,8 +36,10 @@ PROG = "sessiontape export"
 def _selected(args: argparse.Namespace) -> list[SessionInfo] | int:
     """Each ``--session`` once, else every conversation (of ``--user``); or an exit code."""
     if not args.session:
-        return [SessionInfo.from_json(each.data())
-                for each in conversations(PROG, args.project, args.user)]
+        listed = conversations(PROG, args.project, args.user)
+        if isinstance(listed, int):
+            return listed
+        return [SessionInfo.from_json(each.data()) for each in listed]
     found: dict[tuple[str | None, str], SessionInfo] = {}
     where = Locations.resolve(project_root=args.project)
     for name in args.session:

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Collection, Iterable
+from contextlib import suppress
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sessiontape.storage.catalog import Catalog, CatalogUnavailable, Listed
 from sessiontape.storage.db import damage
+from sessiontape.storage.names import AmbiguousUserError, match_user
 from sessiontape.storage.paths import Locations, SkilletPaths
 
 from .console import EXIT_FAILURE, EXIT_USAGE, eprint, printable
@@ -111,40 +115,81 @@ def answering_catalog(prog: str, project: Path | None) -> Catalog:
     return catalog
 
 
-def conversations(prog: str, project: Path | None, user: str | None) -> list[Listed]:
-    """Every conversation (of ``user``), as ``sessions list --json`` shows them."""
+def ambiguous_user(prog: str, exc: AmbiguousUserError) -> int:
+    """Say that what was typed for a user means several (one line, then each of them on
+    its own); the exit code, 2."""
+    eprint(f"{prog}: {printable(str(exc), one_line=True)}:")
+    for user in exc.users:
+        eprint(f"  {printable(user, one_line=True)}")
+    return EXIT_USAGE
+
+
+def _file_user(typed: str | None, users: Iterable[str | None]) -> str | None:
+    """The user id ``typed`` means among ``users`` (those of the files, read without a
+    catalog): :func:`~sessiontape.storage.names.match_user`."""
+    if typed is None:
+        return None
+    return match_user(typed, {user for user in users if user is not None})
+
+
+def conversations(prog: str, project: Path | None, user: str | None, *,
+                  since: datetime | None = None, statuses: Collection[str] | None = None,
+                  limit: int | None = None) -> list[Listed] | int:
+    """Every conversation (of the user ``user`` means, as people type one:
+    :meth:`Catalog.user <sessiontape.storage.catalog.Catalog.user>`), as ``sessions list
+    --json`` shows them, narrowed by :func:`~sessiontape.storage.selection.selected`; or
+    the exit code after saying that ``user`` means several users."""
     from sessiontape.storage.json_style import dumps_compact
+    from sessiontape.storage.selection import selected
     from sessiontape.storage.sessions import list_sessions  # the read model: not for search
 
-    say_store_damage(prog, Locations.resolve(project_root=project))
+    where = Locations.resolve(project_root=project)
+    say_store_damage(prog, where)
     try:
-        with open_catalog(project) as catalog:
-            return catalog.listed(user)
-    except CatalogUnavailable as exc:
-        eprint(f"{prog}: {exc}")
-    return [Listed(dumps_compact(info.to_json()).decode(), info.problems)
-            for info in list_sessions(user, locations=Locations.resolve(project_root=project))]
+        try:
+            with open_catalog(project) as catalog:
+                listed = catalog.listed(catalog.user(user) if user is not None else None)
+        except CatalogUnavailable as exc:
+            eprint(f"{prog}: {exc}")
+            infos = list_sessions(locations=where)
+            meant = _file_user(user, (info.user_id for info in infos))
+            listed = [Listed(dumps_compact(info.to_json()).decode(), info.problems)
+                      for info in infos if user is None or info.user_id == meant]
+    except AmbiguousUserError as exc:
+        return ambiguous_user(prog, exc)
+    return selected(listed, since=since, statuses=statuses, limit=limit)
 
 
 def lookup(prog: str, query: str, user: str | None, where: Locations, *,
            by_id: bool = True) -> SessionInfo | int:
-    """The conversation ``query`` names (its name, else a prefix of its AgentUse id) in
-    ``where``, or the exit code after saying why there is none: 1 unknown, 2 ambiguous."""
+    """The conversation ``query`` names (its name, else a prefix of its AgentUse id) of the
+    user ``user`` means as people type one (:func:`conversations`), in ``where``; or the
+    exit code after saying why there is none: 1 unknown, 2 ambiguous (the name, or the
+    user)."""
     from sessiontape.storage.sessions import (
         AmbiguousSessionError,
         SessionLookupError,
         find_session,
+        list_sessions,
     )
 
     say_store_damage(prog, where)
     try:
         try:
             with Catalog() as catalog:  # brings in line only what the answer depends on
-                return catalog.find(query, user, by_id=by_id, progress=_progress(),
-                                    where=where)
+                if user is None:
+                    return catalog.find(query, by_id=by_id, progress=_progress(), where=where)
+                # first brings in line the conversations added and those named query
+                with suppress(SessionLookupError):
+                    catalog.find(query, by_id=by_id, progress=_progress(), where=where)
+                return catalog.find(query, catalog.user(user), by_id=by_id)
         except CatalogUnavailable as exc:
             eprint(f"{prog}: {exc}")
-        return find_session(query, user, by_id=by_id, locations=where)
+        meant = _file_user(user, (info.user_id for info in
+                                  list_sessions(locations=where, with_usage=False)))
+        return find_session(query, meant, by_id=by_id, locations=where)
+    except AmbiguousUserError as exc:
+        return ambiguous_user(prog, exc)
     except AmbiguousSessionError as exc:
         eprint(f"{prog}: {exc}:")
         for info in exc.candidates:

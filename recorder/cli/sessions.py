@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from sessiontape.storage.paths import Locations
+from sessiontape.storage.selection import STATUSES
+from sessiontape.storage.times import shown_time
 
 from . import VERBS
 from .console import (
@@ -23,7 +25,10 @@ from .console import (
     print_json,
     printable,
     project_option,
+    table,
+    terminal_width,
     use_color,
+    when,
 )
 from .finding import conversations, lookup, store_problem
 
@@ -32,6 +37,9 @@ if TYPE_CHECKING:
     from sessiontape.storage.sessions import SessionInfo
 
 PROG = "sessiontape sessions"
+
+
+FAILED = ("error", "crashed")  # the statuses the list marks with a ✗ (in red on a terminal)
 
 
 def _local_time(ms: int | None) -> str:
@@ -69,8 +77,28 @@ def _warn(problems: list[str]) -> None:
 # -- list -------------------------------------------------------------------------------
 
 
+def _status_cell(status: str | None) -> str:
+    """A status as the table shows it: ``✗`` before a failed (``error``) or crashed one, so
+    that it stands out without colour too."""
+    if status is None:
+        return "-"
+    return f"✗ {status}" if status in FAILED else status
+
+
+def _at_least_one(text: str) -> int:
+    """``--limit``: a whole number from 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 session: {text!r}")
+    return int(text)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    listed = conversations(PROG, args.project, args.user)
+    """Every conversation (``--user``, ``--since``, ``--status``, ``--limit``), newest first:
+    a table, or ``--json``."""
+    listed = conversations(PROG, args.project, args.user, since=args.since,
+                           statuses=args.status, limit=args.limit)
+    if isinstance(listed, int):
+        return listed
     for each in listed:
         _warn(each.problems)
     if args.json:  # each object as stored: one line each
@@ -82,24 +110,22 @@ def cmd_list(args: argparse.Namespace) -> int:
         eprint(f"{PROG}: no recorded sessions{whose}")
         return EXIT_OK
     style = Style(use_color())
-    header = ["NAME", "USER", "TURNS", "ITEMS", "TOKENS", "COST", "LAST ACTIVITY", "AGENTUSE DIR"]
+    header = ["NAME", "USER", "TURNS", "ITEMS", "TOKENS", "COST", "LAST ACTIVITY", "STATUS",
+              "ORIGIN"] + (["AGENTUSE DIR"] if args.paths else [])
     rows = [[printable(info["session_name"], one_line=True),
              printable(info["user_id"] or "-", one_line=True),
              str(info["turns"]), str(info["items"]),
              "-" if info["tokens"] is None else str(info["tokens"]), cost_text(info["cost"]),
-             _local_time(info["last_ms"]), printable(info["agentuse_dir"] or "-", one_line=True)]
+             shown_time(info["last_ms"]), _status_cell(info["status"]), info["origin"]]
+            + ([printable(info["agentuse_dir"] or "-", one_line=True)] if args.paths else [])
             for info in sessions]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    numeric = {2, 3, 4, 5}
-
-    def line(cells: list[str]) -> str:
-        out = [c.rjust(w) if i in numeric else c.ljust(w)
-               for i, (c, w) in enumerate(zip(cells, widths, strict=False))]
-        return "  ".join([*out, cells[-1]])
-
-    print(f"{style.bold}{line(header)}{style.reset}")
-    for row in rows:
-        print(line(row))
+    path = {len(header) - 1} if args.paths else set()  # shortened keeping its end
+    lines = table([header, *rows], right={2, 3, 4, 5}, shrink={0, 1, *path}, keep_end=path,
+                  width=terminal_width())
+    print(f"{style.bold}{lines[0]}{style.reset}")
+    for info, line in zip(sessions, lines[1:], strict=True):
+        failed = info["status"] in FAILED
+        print(f"{style.red}{line}{style.reset}" if failed else line)
     return EXIT_OK
 
 
@@ -376,7 +402,10 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "link to an AgentUse tree), every replay log, and every session of the "
                     "project's AgentUse tree (--project, default the current directory) "
                     "that no link points to, each listed once, with its turns, stored "
-                    "items, tokens and cost, last activity and AgentUse directory. ORIGIN "
+                    "items, tokens and cost, last activity (UTC), STATUS (a failed, "
+                    "'error', or crashed one marked with a ✗, red on a terminal) and "
+                    "ORIGIN; --paths adds the AgentUse directory. On a terminal the "
+                    "names (and paths) are shortened with … to fit its width. ORIGIN "
                     "(--json 'origin') says who wrote it: 'sessiontape' (it has "
                     "sessiontape's link, log owner record or compaction records, or its "
                     "session.json says sessiontape), 'agentuse' (a session of the AgentUse "
@@ -394,7 +423,21 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "an owner record its user and session are the names in its path. "
                     "Reads only.")
     user_option(listing)
-    listing.add_argument("--json", action="store_true", help="print a JSON array")
+    listing.add_argument("--since", type=when, default=None, metavar="WHEN",
+                         help="only sessions last active since WHEN (10m, 2h, 1d, or an ISO "
+                              "time), as search --since")
+    listing.add_argument("--status", action="append", choices=STATUSES, default=None,
+                         metavar="STATUS",
+                         help="only sessions of this status (repeatable): running, "
+                              "completed, error (or failed: the run ended with an error), "
+                              "crashed (its recorder died), suspended (waiting for an "
+                              "approval); a session without an AgentUse tree has none")
+    listing.add_argument("-n", "--limit", type=_at_least_one, default=None, metavar="N",
+                         help="only the N newest (after the other filters)")
+    listing.add_argument("--paths", action="store_true",
+                         help="add each session's AgentUse directory (AGENTUSE DIR)")
+    listing.add_argument("--json", action="store_true",
+                         help="print a JSON array (every field, paths included)")
     listing.set_defaults(handler=cmd_list)
 
     show = sub.add_parser(
