@@ -1402,9 +1402,9 @@ def rename_session(info: SessionInfo, new_name: str, *,
     """Rename the conversation ``info`` to ``new_name`` (the same user) in every layout.
 
     In this order, each step undone if a later one fails, so that a failure leaves the
-    conversation as it was: NEW's log name is claimed (its owner record written); the log
-    is moved there (a hard link, then OLD's name unlinked: an existing file is never
-    replaced); session.json's ``conversation`` names the new pair (and log); last, one
+    conversation as it was: NEW's log name is claimed and the log moved there
+    (:func:`_rename_log`; when the two names sanitize alike, the file stays and its owner
+    record names NEW); session.json's ``conversation`` names the new pair (and log); last, one
     transaction moves the pair's rows in every store table (items, archive, compactions,
     link). The store goes last because it is the one step that cannot be taken back by
     putting bytes back: once it commits, the rename is done, and only OLD's owner record
@@ -1416,7 +1416,7 @@ def rename_session(info: SessionInfo, new_name: str, *,
     :class:`SessionBusyError`, having changed nothing. A run of OLD that starts
     meanwhile waits for the rename to end.
     """
-    from .fork import ForkError, _check_new_name, _check_new_pair, _claim_log, _Made
+    from .fork import ForkError, _check_new_name, _check_new_pair, _Made
 
     where = locations or Locations(*_skillet_files())
     user_id = info.user_id
@@ -1441,8 +1441,8 @@ def rename_session(info: SessionInfo, new_name: str, *,
         tree = info.agentuse_dir if info.agentuse_dir is not None \
             and (info.agentuse_dir / "session.json").is_file() else None
         try:
-            new_log = _move_log(old_log, _claim_log(user_id, new_name, where.logs_root, made),
-                                made, undo) if old_log is not None else None
+            new_log = _rename_log(old_log, (user_id, info.session_name), new_name,
+                                  where.logs_root, made, undo) if old_log is not None else None
             if tree is not None:
                 _rename_in_tree(tree, user_id, new_name, new_log, undo)
             rows = _rename_rows(where.store_file, (user_id, info.session_name), new_name)
@@ -1457,9 +1457,27 @@ def rename_session(info: SessionInfo, new_name: str, *,
     return RenameResult(user_id, info.session_name, new_name, rows, new_log, tree)
 
 
-def _move_log(old: Path, new: Path, made: Any, undo: list[Callable[[], None]]) -> Path:
-    """Move the log from ``old`` to its claimed name ``new`` (a hard link, then ``old``
-    unlinked: an existing file is never replaced), noting how to move it back."""
+def _rename_log(old: Path, pair: tuple[str, str], new_name: str, logs_root: Path, made: Any,
+                undo: list[Callable[[], None]]) -> Path:
+    """Give the log of ``pair`` at ``old`` the log name of ``(user, new_name)``, noting how
+    to undo it: the first of the new pair's candidate names that nobody else owns, ``old``
+    counted as free (the name a recorder of the new pair finds once the rename is done).
+    When that is ``old`` itself (the two names sanitize alike), the file stays and its
+    owner record names the new pair; else that name is claimed and the log moved there (a
+    hard link, then ``old`` unlinked: an existing file is never replaced)."""
+    from .fork import _claim_log
+    from .log_owners import candidates
+
+    free = next((path for path in candidates(pair[0], new_name, logs_root)
+                 if path == old or not os.path.lexists(owner_record_path(path))), None)
+    if free == old:
+        record = owner_record_path(old)
+        before = record.read_bytes() if record.exists() else None
+        atomic_write(record, dumps_compact({"user_id": pair[0], "session_name": new_name}))
+        undo.append(lambda: atomic_write(record, before) if before is not None
+                    else record.unlink())
+        return old
+    new = _claim_log(pair[0], new_name, logs_root, made)
     os.link(old, new)
     made.files.append(new)
     old.unlink()

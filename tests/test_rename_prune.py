@@ -169,6 +169,22 @@ def test_refused_renames_change_nothing(isolated_env: Path, trip: Recorded) -> N
     assert world(isolated_env) == before
 
 
+def test_a_new_name_that_sanitizes_to_the_old_log_name_keeps_that_log() -> None:
+    """``trip plan`` and ``trip_plan`` share a log file name (``trip_plan.jsonl``): renamed,
+    the log stays where it is, owned by the new pair, which a run then continues (its
+    name is the first free one of NEW's: the one a new recorder finds)."""
+    recorded = asyncio.run(record("trip plan", 1, agent=counter))
+    assert recorded.log_path.name == "trip_plan.jsonl"
+    result = cli_json("sessions", "rename", "trip plan", "trip_plan")
+    assert result["log_path"] == str(recorded.log_path)
+    assert log_owner(recorded.log_path) == {"user_id": ANN, "session_name": "trip_plan"}
+    assert sorted(p.name for p in recorded.log_path.parent.iterdir()) == \
+        [".trip_plan.owner.json", "trip_plan.jsonl"]
+    asyncio.run(continue_fork("trip_plan", 1))
+    assert [t.user_input for t in SessionLogReader(recorded.log_path).turns()] == \
+        ["prompt 0", "prompt 1"]
+
+
 def as_user() -> list[str]:
     """What makes a command run without the capabilities that override file modes, when
     we are root (as tests/test_damaged_store.py runs it)."""
