@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .agentuse_reader import (
     OUR_VERSION_PREFIX,
     SESSION_FILE,
+    SUBAGENT_DIR,
     CorruptFileError,
     DamagedFileError,
     is_real_dir,
@@ -46,8 +47,8 @@ from .db import DamagedDatabase, connect, connect_readonly, damage, immediate
 from .links import SCHEMA as LINKS_SCHEMA
 from .links import find_linked_dir, link_rows
 from .liveness import INTERRUPTED, RecordingLock, recorder_alive
-from .log_owners import find_log_path
-from .log_reader import SessionLogReader
+from .log_owners import find_log_path, owner_pair
+from .log_reader import SessionLogReader, open_log
 from .paths import AgentUseRoots, Locations
 from .tables import LINKS_TABLE
 from .times import now_ms
@@ -176,7 +177,7 @@ class _Trees:
                     directories.setdefault(str(summary.directory), summary.directory)
             for problem in scan.problems:
                 if problem.path.name == SESSION_FILE and problem.path.parent.parent.name \
-                        != "subagent":
+                        != SUBAGENT_DIR:
                     directories.setdefault(str(problem.path.parent), problem.path.parent)
         for text, directory in sorted(directories.items()):
             self._check_session(directory, linked_to.get(text))
@@ -186,7 +187,7 @@ class _Trees:
             info = read_json_object(directory / SESSION_FILE)
         except DamagedFileError as exc:
             self.findings.append(Finding(
-                "session-json-damaged", exc.path, f"{exc.reason}",
+                "session-json-damaged", exc.path, exc.reason,
                 FIX if pair else "the next run of its conversation rebuilds it",
                 pair is not None, pair=pair))
             return
@@ -233,22 +234,26 @@ class _Trees:
 
 
 def _logs(logs_root: Path) -> list[Finding]:
+    """Each log's torn last line and malformed lines (a link, a FIFO: not read)."""
     findings = []
     for path in sorted(logs_root.glob("*/*.jsonl")):
         try:
-            with open(path, "rb") as file:
-                size = os.fstat(file.fileno()).st_size
-                file.seek(max(size - 1, 0))
-                torn = size > 0 and file.read(1) != b"\n"
+            fd = open_log(path)
+            try:
+                size = os.fstat(fd).st_size
+                torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+            finally:
+                os.close(fd)
             reader = SessionLogReader(path)
             entries = reader.entries()
         except OSError:
             continue
+        pair = owner_pair(path)
         lines = [p.line for p in reader.problems]
         if torn:
             findings.append(Finding(
                 "log-torn", path, "its last line has no newline (a writer was killed while "
-                "writing it); the log's next writer ends it", FIX, True))
+                "writing it); the log's next writer ends it", FIX, True, pair=pair))
             if lines and (not entries or lines[-1] > entries[-1].line):
                 lines.pop()  # the torn line itself
         if lines:
@@ -256,7 +261,7 @@ def _logs(logs_root: Path) -> list[Finding]:
                 "log-lines-malformed", path,
                 "not log entries, skipped by readers (the log is never rewritten): "
                 f"{'lines' if len(lines) > 1 else 'line'} {', '.join(map(str, lines))}",
-                None, severity=NOTE))
+                None, severity=NOTE, pair=pair))
     return findings
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import sqlite3
 from contextlib import closing
@@ -124,6 +125,7 @@ def test_doctor_lists_each_fault_and_fix_repairs_the_safe_ones_keeping_every_tur
     assert kinds["link-moved", "moved"]["target"] == str(tree)
     assert kinds["tree-unlinked", "unlinked"]["target"] == str(dirs["unlinked"])
     assert kinds["link-dangling", "lost"]["target"] == str(dirs["lost"])
+    assert kinds["log-torn", "torn"]["user_id"] == USER
     assert kinds["exchange-dead", "killed"]["path"] == str(killed / "session.json")
 
     code, fixed = _doctor("--fix")
@@ -217,3 +219,11 @@ def test_fix_leaves_a_session_a_recorder_holds_and_project_names_the_tree_to_che
     assert done.stdout.splitlines() == [
         f"fixed session-json-damaged {session_json}: rebuilt (the damaged file kept as "
         f"{kept})", "nothing wrong"]
+
+
+def test_a_fifo_or_a_link_among_the_logs_is_not_read() -> None:
+    asyncio.run(_record("fine"))
+    user_dir = SkilletPaths.resolve().logs_root / "ann_example_com"
+    os.mkfifo(user_dir / "fifo.jsonl")  # opened for reading, it would block
+    (user_dir / "link.jsonl").symlink_to(user_dir / "fine.jsonl")
+    assert _doctor() == (0, {"findings": []})
