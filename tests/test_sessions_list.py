@@ -111,6 +111,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         "export_gus": ["export", "--format", "ledger", "--out", str(base / "l.sqlite"),
                        "--user", "gus"],
         "usage": ["usage", "session"],
+        "show": ["sessions", "show", "kites", "--user", "carol"],
+        "prune": ["sessions", "prune", "--older-than", "2999-01-01T00:00:00Z", "--dry-run"],
     }
     results = run_many({key: command(*args) for key, args in runs.items()}, env)
     no_catalog = {**env, "XDG_CACHE_HOME": str(base / "a-file" / "cache")}
@@ -168,6 +170,15 @@ def test_times_are_utc_with_the_zone_and_costs_have_one_precision(world: World) 
             continue
         iso = listed[pair]["last_activity"]  # UTC, ISO
         assert TIME.findall(line) == [f"{iso[:10]} {iso[11:19]} UTC"]
+    kites_at = listed[(CAROL, "kites")]["last_activity"]
+    turn = next(line for line in world.ok("show").stdout.splitlines() if line.startswith("Turn"))
+    assert turn.startswith("Turn 1 ") and len(TIME.findall(turn)) == 1
+    assert TIME.findall(turn)[0] <= f"{kites_at[:10]} {kites_at[11:19]} UTC"
+    pruned = world.ok("prune").stdout.splitlines()
+    assert pruned[0] == "would remove 3 sessions last active before 2999-01-01 00:00:00 UTC"
+    assert [TIME.findall(line) for line in pruned[1:]] == [
+        [f"{listed[pair]['last_activity'][:10]} {listed[pair]['last_activity'][11:19]} UTC"]
+        for pair in ORDER]
     kites = rows(world.results["text"].stdout)[(CAROL, "kites")]
     # gpt-4.1: 1000 in x $2/M + 200 out x $8/M = $0.0036
     assert "  $0.003600  " in kites

@@ -42,13 +42,6 @@ PROG = "sessiontape sessions"
 FAILED = ("error", "crashed")  # the statuses the list marks with a ✗ (in red on a terminal)
 
 
-def _local_time(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    from datetime import datetime
-    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _locations(args: argparse.Namespace) -> Locations:
     """The store, logs and the AgentUse root of ``--project`` (default: the current
     directory's project)."""
@@ -323,7 +316,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
 def _prune_line(entry: dict[str, Any]) -> str:
     """One conversation of a prune: its name, user, last activity, turns and size."""
     return printable(f"  {entry['session_name']}  user {entry['user_id'] or '-'}  last "
-                     f"{_local_time(entry['last_ms'])}  {plural(entry['turns'], 'turn')}  "
+                     f"{shown_time(entry['last_ms'])}  {plural(entry['turns'], 'turn')}  "
                      f"{plural(entry['items'], 'stored item')}  {entry['bytes']} bytes",
                      one_line=True)
 
@@ -350,7 +343,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
                    "without a terminal to confirm on; pass --yes (or --dry-run)")
             return EXIT_USAGE
         eprint(f"This removes {plural(len(planned.removed), 'session')} last active before "
-               f"{_local_time(cutoff)}, in every layout:")
+               f"{shown_time(cutoff)}, in every layout:")
         for entry in planned.to_json()["removed"]:
             eprint(_prune_line(entry))
         if not _confirm("Remove them?"):
@@ -363,7 +356,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     else:
         verb = "would remove" if args.dry_run else "removed"
         print(f"{verb} {plural(len(report['removed']), 'session')} last active before "
-              f"{_local_time(cutoff)}")
+              f"{shown_time(cutoff)}")
         for entry in report["removed"]:
             print(_prune_line(entry))
     for entry in report["failed"]:

@@ -20,6 +20,7 @@ from sessiontape.storage.sessions import (
     show_session,
     tool_output_text,
 )
+from sessiontape.storage.times import shown_time
 
 from .console import EXIT_OK, Style, cost_text, plural, print_json, printable, use_color
 from .transcript import render_turns
@@ -169,7 +170,8 @@ def print_session(found: SessionInfo, where: Locations, *, full: bool, as_json: 
               f"{style.reset}")
     for shown in view.turns:
         print(f"\n{style.bold}Turn {shown.number}{style.reset}"
-              + (f" {style.dim}{shown.turn.started}{style.reset}" if shown.turn.started else ""))
+              + (f" {style.dim}{shown_time(shown.turn.started)}{style.reset}"
+                 if shown.turn.started else ""))
         if shown.source == "agentuse":
             lines: Iterator[str] = _exchange_lines(shown, style)
         elif shown.source == "store":
