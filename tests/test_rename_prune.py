@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from harness import EXECUTABLE, on_terminal, run, run_cli, snapshot
+from scripted import run_agent
 from test_foreign_sessions import PROJECT
 from test_fork import (
     ANN,
@@ -37,6 +38,7 @@ from test_fork import (
     world,
 )
 
+from sessiontape import Recorder
 from sessiontape.storage import sessions
 from sessiontape.storage.links import find_agentuse_dir
 from sessiontape.storage.liveness import RecordingLock
@@ -379,3 +381,37 @@ def test_agentuse_only_sessions_are_pruned_only_when_asked(
     removed = cli_json(*prune, "--include-agentuse", "--yes")
     assert sorted(Path(e["removed_paths"][0]).name for e in removed["removed"]) == theirs
     assert list(root.iterdir()) == []
+
+
+BOB = "bob@example.com"
+
+
+async def record_bob(name: str) -> Path:
+    """One turn of ``name`` for Bob; its log."""
+    async with Recorder(BOB, name) as rec:
+        runner, _ = counter(0)
+        await run_agent(rec, runner, "bob's prompt", streamed=False)
+        assert rec.errors == 0
+        return rec.log_path
+
+
+def test_user_chooses_whose_conversation_is_renamed_or_pruned(aged: list[Recorded]) -> None:
+    bob_log = asyncio.run(record_bob("old-a"))
+    ann = original(aged[0])
+
+    ambiguous = run_cli("sessions", "rename", "old-a", "older")
+    assert (ambiguous.returncode, ambiguous.stdout) == (2, "")
+    assert "2 users have a session named 'old-a'; choose one with --user" in ambiguous.stderr
+    renamed = cli_json("sessions", "rename", "old-a", "older", "--user", BOB)
+    assert (renamed["user_id"], renamed["new_name"]) == (BOB, "older")
+    assert Path(renamed["log_path"]) == bob_log.with_name("older.jsonl")
+    assert original(aged[0]) == ann
+
+    # Bob's conversation is new: --user ann prunes Ann's old ones, and nobody else's
+    pruned = cli_json("sessions", "prune", "--older-than", "90d", "--user", ANN, "--yes")
+    assert [(e["user_id"], e["session_name"]) for e in pruned["removed"]] == \
+        [(ANN, "old-a"), (ANN, "old-b")]
+    assert cli_json("sessions", "prune", "--older-than", "90d", "--user", BOB,
+                    "--dry-run")["removed"] == []
+    assert {(e["user_id"], e["session_name"]) for e in cli_json("sessions", "list")} == \
+        {(ANN, "new"), (BOB, "older")}
