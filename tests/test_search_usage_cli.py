@@ -8,6 +8,8 @@ bring up to date themselves: a turn recorded after a first search is found by th
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
 from collections import defaultdict
 from typing import Any
@@ -250,3 +252,35 @@ def test_a_first_build_shows_its_progress_on_a_terminal_only() -> None:
     piped = run_cli("search", "kites", "--limit", "100", "--json")
     assert piped.returncode == 0 and piped.stderr == ""
     assert len(json.loads(piped.stdout)) == 59
+
+
+def csv_rows(*args: str) -> list[dict[str, str]]:
+    """``ARGS --csv`` parsed back with :mod:`csv`: a dict per row, by the header's names."""
+    done = run_cli(*args, "--csv")
+    assert done.returncode == 0, done.stderr
+    header, *rows = csv.reader(io.StringIO(done.stdout, newline=""))
+    return [dict(zip(header, row, strict=True)) for row in rows]
+
+
+def as_csv(value: Any) -> str:
+    """A JSON value as --csv writes it: raw (a float as Python writes it), null empty."""
+    return "" if value is None else str(value)
+
+
+ODD = 'Is "Porto, the city" rainy?\nOr sunny?'  # a comma, quotes and a newline
+
+
+def test_list_csv_holds_what_json_holds(recorded: list[Recorder]) -> None:
+    """sessions list --csv: RFC 4180 parsed back by csv.reader, the values of --json's keys
+    (raw: costs unrounded, times ISO UTC), a comma and a quote in a name kept."""
+    record('o"neil, jo', "odd, one", ODD, "Rainy, mostly")
+    listed = json.loads(run_cli("sessions", "list", "--json").stdout)
+    rows = csv_rows("sessions", "list")
+    assert [row["session_name"] for row in rows] == [s["session_name"] for s in listed]
+    for session, row in zip(listed, rows, strict=True):
+        assert row == {key: as_csv(session[key]) for key in row}
+    assert {"session_name", "user_id", "turns", "cost", "last_activity", "status"} <= set(rows[0])
+    assert ('o"neil, jo', "odd, one") in {(r["user_id"], r["session_name"]) for r in rows}
+    both = run_cli("sessions", "list", "--json", "--csv")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+

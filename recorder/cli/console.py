@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,6 +26,7 @@ __all__ = [
     "cost_text",
     "eprint",
     "plural",
+    "print_csv",
     "print_json",
     "printable",
     "project_option",
@@ -158,6 +160,22 @@ def print_json(value: Any, *, indent: bool = True, stream: TextIO | None = None)
     except orjson.JSONEncodeError:
         data = dumps_pretty(value) if indent else dumps_compact(value)
     (stream or sys.stdout).write(data.decode() + "\n")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def print_csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """``header``, then ``rows``, as CSV (RFC 4180: commas, quotes doubled inside quoted
+    fields, CRLF line ends) on stdout, for ``--csv``. Values are raw (None an empty field, a
+    float as Python writes it); only a lone surrogate, which no encoding writes, becomes its
+    ``\\udXXX`` escape as :func:`printable` shows it."""
+    def cell(value: Any) -> Any:
+        return _SURROGATE.sub(_escape, value) if isinstance(value, str) else value
+
+    writer = csv.writer(sys.stdout, lineterminator="\r\n")
+    writer.writerow(header)
+    writer.writerows([cell(value) for value in row] for row in rows)
 
 
 def eprint(*parts: Any) -> None:

@@ -22,6 +22,7 @@ from .console import (
     cost_text,
     eprint,
     plural,
+    print_csv,
     print_json,
     printable,
     project_option,
@@ -85,9 +86,15 @@ def _at_least_one(text: str) -> int:
     return int(text)
 
 
+# ``sessions list --csv``'s columns: --json's keys that hold one value each.
+LIST_CSV = ("session_name", "user_id", "origin", "turns", "items", "archived_items",
+            "compactions", "tokens", "cost", "last_activity", "status", "agent", "agentuse_id",
+            "agentuse_dir", "log_path")
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """Every conversation (``--user``, ``--since``, ``--status``, ``--limit``), newest first:
-    a table, or ``--json``."""
+    a table, ``--json`` or ``--csv``."""
     listed = conversations(PROG, args.project, args.user, since=args.since,
                            statuses=args.status, limit=args.limit)
     if isinstance(listed, int):
@@ -96,6 +103,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         _warn(each.problems)
     if args.json:  # each object as stored: one line each
         print_json([orjson.Fragment(each.json) for each in listed])
+        return EXIT_OK
+    if args.csv:
+        print_csv(LIST_CSV, ([each.data()[key] for key in LIST_CSV] for each in listed))
         return EXIT_OK
     sessions = [each.data() for each in listed]
     if not sessions:
@@ -429,8 +439,12 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          help="only the N newest (after the other filters)")
     listing.add_argument("--paths", action="store_true",
                          help="add each session's AgentUse directory (AGENTUSE DIR)")
-    listing.add_argument("--json", action="store_true",
+    formats = listing.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true",
                          help="print a JSON array (every field, paths included)")
+    formats.add_argument("--csv", action="store_true",
+                         help="print CSV: a header, then one row per session (" +
+                              ", ".join(LIST_CSV) + ")")
     listing.set_defaults(handler=cmd_list)
 
     show = sub.add_parser(
