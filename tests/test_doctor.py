@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import Agent
-from harness import run_cli
+from harness import run_cli, snapshot
 from scripted import final, model
 from test_liveness import USER as KILLED_USER
 from test_liveness import interrupted_at_every_depth, killed_in_a_nested_subagent
@@ -26,8 +26,9 @@ from test_liveness import interrupted_at_every_depth, killed_in_a_nested_subagen
 from sessiontape import Recorder
 from sessiontape.storage.agentuse_reader import load_session, read_json_object
 from sessiontape.storage.catalog import SCHEMA_VERSION, default_catalog_path, stored_schema
+from sessiontape.storage.doctor import diagnose
 from sessiontape.storage.liveness import RecordingLock
-from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.paths import Locations, SkilletPaths
 
 USER = "ann@example.com"
 NAMES = ("moved", "gone", "lost", "cut", "torn", "unlinked", "fine")
@@ -227,3 +228,15 @@ def test_a_fifo_or_a_link_among_the_logs_is_not_read() -> None:
     os.mkfifo(user_dir / "fifo.jsonl")  # opened for reading, it would block
     (user_dir / "link.jsonl").symlink_to(user_dir / "fine.jsonl")
     assert _doctor() == (0, {"findings": []})
+
+
+def test_the_original_tools_own_files_are_sound_and_left_as_they_are(
+        agentuse_fixture: Path, skillet_fixture: Path, tmp_path: Path) -> None:
+    """AgentUse's sessions (no ``recorder`` key, no ``conversation``) and skilled_crew's
+    store and logs (no links, no owner records): nothing is reported, nothing changed."""
+    (session_root,) = agentuse_fixture.glob("agentuse/project/*/session")
+    where = Locations(skillet_fixture / ".agent_sessions.sqlite",
+                      skillet_fixture / ".agent_session_logs", session_root)
+    before = snapshot(agentuse_fixture.parent), snapshot(skillet_fixture.parent)
+    assert diagnose(where, tmp_path / "catalog.sqlite") == []
+    assert (snapshot(agentuse_fixture.parent), snapshot(skillet_fixture.parent)) == before
