@@ -1,7 +1,7 @@
 """What is wrong with the recorded layouts, and the repairs that are safe (``sessiontape doctor``).
 
 :func:`diagnose` reads only. It checks the item store (its header and size,
-:func:`~.db.damage`, then SQLite's ``PRAGMA quick_check``), each link of a conversation to
+:func:`~.db.damage`, then SQLite's ``PRAGMA quick_check``; whether it can be written), each link of a conversation to
 its AgentUse tree (moved: found at its place under today's roots; dangling: found nowhere),
 each top-level session of the project's AgentUse root and of the links (a ``session.json``
 or another file that does not parse, a ``running`` session whose recorder is gone, a tree
@@ -23,6 +23,7 @@ touches a damaged store: its finding says how to recover it (``sqlite3 ... .reco
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
 from collections.abc import Iterable
 from contextlib import closing
@@ -43,7 +44,7 @@ from .agentuse_reader import (
     split_session_dir_name,
 )
 from .catalog import SCHEMA_VERSION, Catalog, default_catalog_path, stored_schema
-from .db import DamagedDatabase, connect, connect_readonly, damage, immediate
+from .db import DamagedDatabase, connect, connect_readonly, damage, immediate, unwritable
 from .links import SCHEMA as LINKS_SCHEMA
 from .links import find_linked_dir, link_rows
 from .liveness import INTERRUPTED, RecordingLock, recorder_alive
@@ -127,7 +128,14 @@ def _sqlite_damage(path: Path) -> DamagedDatabase | None:
 def _store(where: Locations) -> list[Finding]:
     damaged = _sqlite_damage(where.store_file)
     if damaged is None:
-        return []
+        reason = unwritable(where.store_file)
+        if reason is None:
+            return []
+        blocked = where.store_file if reason == "it is read-only" else where.store_file.parent
+        return [Finding("store-unwritable", where.store_file,
+                        f"the item store cannot be written ({reason}): runs store nothing "
+                        "in it, and no link can be repaired",
+                        f"chmod u+w {shlex.quote(str(blocked))}")]
     return [Finding("store-damaged", where.store_file,
                     f"the item store is damaged ({damaged.reason}): nothing is run or stored "
                     "until it is repaired, and each conversation's log and AgentUse tree are "
@@ -137,8 +145,9 @@ def _store(where: Locations) -> list[Finding]:
 class _Trees:
     """The links and top-level sessions of one diagnosis."""
 
-    def __init__(self, where: Locations) -> None:
+    def __init__(self, where: Locations, writable: bool) -> None:
         self.where = where
+        self.writable = writable  # the store can be written: links can be repaired
         self.links: dict[_Pair, str] = {}  # every link, as stored
         self.found: dict[_Pair, Path] = {}  # the linked trees found today
         self.findings: list[Finding] = []
@@ -164,7 +173,7 @@ class _Trees:
             if today != linked:
                 self.findings.append(Finding(
                     "link-moved", Path(linked),
-                    f"{user}/{name}: its AgentUse tree moved to {today}", FIX, True,
+                    f"{user}/{name}: its AgentUse tree moved to {today}", *self._relink(),
                     pair=pair, target=Path(today)))
 
     def check_sessions(self) -> None:
@@ -227,7 +236,13 @@ class _Trees:
         self.dangling.pop(pair, None)
         self.findings.append(Finding(
             "link-dangling" if pair in self.links else "tree-unlinked", directory, what,
-            FIX, True, pair=pair, target=directory))
+            *self._relink(), pair=pair, target=directory))
+
+    def _relink(self) -> tuple[str, bool]:
+        """A relink's repair, and whether :func:`repair` can do it (the store written)."""
+        if self.writable:
+            return FIX, True
+        return "make the item store writable, then " + FIX, False
 
     def all(self) -> list[Finding]:
         return [*self.dangling.values(), *self.findings]
@@ -288,8 +303,8 @@ def diagnose(where: Locations | None = None, catalog: Path | None = None) -> lis
     Reads only."""
     where = where or Locations.resolve()
     findings = _store(where)
-    trees = _Trees(where)
-    if not findings:
+    trees = _Trees(where, writable=not findings)
+    if not any(finding.kind == "store-damaged" for finding in findings):
         trees.check_links()
     trees.check_sessions()
     return [*findings, *trees.all(), *_logs(where.logs_root),

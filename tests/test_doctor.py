@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import Agent
-from harness import run_cli, snapshot
+from harness import EXECUTABLE, run, run_cli, snapshot
 from scripted import final, model
 from test_liveness import USER as KILLED_USER
 from test_liveness import interrupted_at_every_depth, killed_in_a_nested_subagent
@@ -240,3 +240,24 @@ def test_the_original_tools_own_files_are_sound_and_left_as_they_are(
     before = snapshot(agentuse_fixture.parent), snapshot(skillet_fixture.parent)
     assert diagnose(where, tmp_path / "catalog.sqlite") == []
     assert (snapshot(agentuse_fixture.parent), snapshot(skillet_fixture.parent)) == before
+
+
+def test_a_store_that_cannot_be_written_is_said_and_no_link_is_repaired() -> None:
+    """Run without the capabilities that override file modes (we are root in CI), as any
+    other user would be."""
+    asyncio.run(_record("fine"))
+    store = SkilletPaths.resolve().store_file
+    _link(store, "fine", delete=True)
+    store.chmod(0o400)
+    before = snapshot(store.parent, sqlite_sidecars=True)
+    as_user = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"] \
+        if os.geteuid() == 0 else []
+    done = run([*as_user, EXECUTABLE, "doctor", "--fix", "--json"])
+    assert (done.returncode, done.stderr) == (1, "")
+    found = json.loads(done.stdout)
+    assert found["repaired"] == []
+    assert [(f["kind"], f["fixable"], f["repair"]) for f in found["findings"]] == [
+        ("store-unwritable", False, f"chmod u+w {store}"),
+        ("tree-unlinked", False, "make the item store writable, then sessiontape doctor --fix")]
+    assert "it is read-only" in found["findings"][0]["problem"]
+    assert snapshot(store.parent, sqlite_sidecars=True) == before
