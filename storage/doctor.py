@@ -1,13 +1,13 @@
 """What is wrong with the recorded layouts, and the repairs that are safe (``sessiontape doctor``).
 
 :func:`diagnose` reads only. It checks the item store (its header and size,
-:func:`~.db.damage`, then SQLite's ``PRAGMA quick_check``; whether it can be written), each link of a conversation to
-its AgentUse tree (moved: found at its place under today's roots; dangling: found nowhere),
-each top-level session of the project's AgentUse root and of the links (a ``session.json``
-or another file that does not parse, a ``running`` session whose recorder is gone, a tree
-sessiontape wrote that no link names), each replay log (a torn last line, malformed lines)
-and the catalog (damaged, or of an older schema). Each :class:`Finding` says what is wrong
-and how to repair it.
+:func:`~.db.damage`, then SQLite's ``PRAGMA quick_check``; whether it can be written), each
+link of a conversation to its AgentUse tree (moved: found at its place under today's roots;
+dangling: found nowhere), each top-level session of the project's AgentUse root and of the
+links (a ``session.json`` or another file that does not parse, a ``running`` session whose
+recorder is gone, a tree sessiontape wrote that no link names), each replay log (a torn last
+line, malformed lines) and the catalog (damaged, or of an older schema). Each
+:class:`Finding` says what is wrong and how to repair it.
 
 :func:`repair` does what is safe, as the next run would: relinks a moved tree (or a tree
 whose ``session.json`` names a conversation with no link, or a dangling one), rebuilds the
