@@ -103,6 +103,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         "since_limit": ["sessions", "list", "--since", "1d", "--limit", "1"],
         "since_bad": ["sessions", "list", "--since", "yesterday"],
         "since_none": ["sessions", "list", "--since", "2999-01-01", "--json"],
+        "none_left": ["sessions", "list", "--since", "2999-01-01T00:00:00Z", "--status",
+                      "failed", "--status", "suspended", "--user", "carol"],
         "show_gus": ["sessions", "show", "trip", "--user", "gus"],
         "show_gus_b": ["sessions", "show", "trip", "--user", "GUS@B.ORG", "--json"],
         "path_carol": ["sessions", "path", "kites", "--user", "carol", "--json"],
@@ -209,6 +211,10 @@ def test_since_takes_what_search_takes(world: World) -> None:
     assert world.json("since_none") == []
     one = world.ok("since_limit").stdout.splitlines()
     assert len(one) == 2 and one[1].startswith(f"trip  {GUS_B}  ")
+    nothing = world.ok("none_left")
+    assert nothing.stdout == "" and nothing.stderr == (
+        "sessiontape sessions: no recorded sessions (--user carol, --since 2999-01-01 00:00:00 "
+        "UTC, --status failed, --status suspended)\n")
     bad = world.results["since_bad"]
     assert bad.returncode == 2 and "not a duration like 10m, 2h, 1d or an ISO time" in bad.stderr
 

@@ -27,7 +27,7 @@ from sessiontape.storage.catalog import (
 )
 from sessiontape.storage.names import AmbiguousUserError
 from sessiontape.storage.paths import Locations
-from sessiontape.storage.times import ms_to_iso
+from sessiontape.storage.times import ms_to_iso, shown_time
 
 from . import VERBS
 from .console import (
@@ -37,6 +37,7 @@ from .console import (
     Style,
     cost_text,
     eprint,
+    filters_given,
     plural,
     print_json,
     printable,
@@ -77,11 +78,9 @@ def _hit_line(hit: SearchHit, style: Style) -> str:
 
 def _no_match(query: str, args: argparse.Namespace) -> str:
     """``no match for 'QUERY' (--user U, ...)``: the query and the filters given."""
-    filters = [f"--{name} {printable(str(value), one_line=True)}" for name, value in (
+    return f"no match for {query!r}" + filters_given((
         ("user", args.user), ("agent", args.agent), ("tool", args.tool), ("kind", args.kind),
-        ("since", args.since and ms_to_iso(int(args.since.timestamp() * 1000))))
-        if value is not None]
-    return f"no match for {query!r}" + (f" ({', '.join(filters)})" if filters else "")
+        ("since", args.since and shown_time(int(args.since.timestamp() * 1000)))))
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ __all__ = [
     "Style",
     "cost_text",
     "eprint",
+    "filters_given",
     "plural",
     "print_csv",
     "print_json",
@@ -91,6 +92,15 @@ def cost_text(cost: float | None) -> str:
     if cost is None:
         return "-"
     return f"${cost:.4f}" if cost >= 0.01 or cost == 0 else f"${cost:.6f}"
+
+
+def filters_given(filters: Iterable[tuple[str, Any]]) -> str:
+    """`` (--user U, --since WHEN)``: the options of ``filters`` (name, value) that were
+    given (a value that is not None; a list, each of its values), for a line saying that
+    nothing matched them; empty when none was."""
+    given = [f"--{name} {printable(str(each), one_line=True)}" for name, value in filters
+             for each in (value if isinstance(value, list) else [value]) if each is not None]
+    return f" ({', '.join(given)})" if given else ""
 
 
 def when(text: str) -> datetime:

@@ -21,6 +21,7 @@ from .console import (
     Style,
     cost_text,
     eprint,
+    filters_given,
     plural,
     print_csv,
     print_json,
@@ -109,8 +110,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     sessions = [each.data() for each in listed]
     if not sessions:
-        whose = f" of user {args.user!r}" if args.user is not None else ""
-        eprint(f"{PROG}: no recorded sessions{whose}")
+        since = args.since and shown_time(int(args.since.timestamp() * 1000))
+        eprint(f"{PROG}: no recorded sessions" + filters_given((
+            ("user", args.user), ("since", since), ("status", args.status))))
         return EXIT_OK
     style = Style(use_color())
     header = ["NAME", "USER", "TURNS", "ITEMS", "TOKENS", "COST", "LAST ACTIVITY", "STATUS",
