@@ -113,6 +113,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         "export_gus": ["export", "--format", "ledger", "--out", str(base / "l.sqlite"),
                        "--user", "gus"],
         "usage": ["usage", "session"],
+        "help": ["sessions", "list", "--help"],
+        "help_show": ["sessions", "show", "--help"],
         "show": ["sessions", "show", "kites", "--user", "carol"],
         "prune": ["sessions", "prune", "--older-than", "2999-01-01T00:00:00Z", "--dry-run"],
     }
@@ -237,6 +239,16 @@ def test_a_user_that_means_several_exits_2_naming_them(world: World, key: str) -
     said = [line for line in done.stderr.splitlines() if "cannot be used" not in line]
     assert said[-3:] == [f"{said[-3].split(':')[0]}: 'gus' means several users; give one of "
                          "them:", f"  {GUS_A}", f"  {GUS_B}"]
+
+
+def test_help_says_how_a_user_is_matched_and_what_a_status_may_be(world: World) -> None:
+    for key in ("help", "help_show"):
+        helped = " ".join(world.ok(key).stdout.split())
+        assert "else the id whose part before '@' U is (carol: carol@example.com)" in helped
+    helped = " ".join(world.ok("help").stdout.split())
+    assert "error (or failed: the run ended with an error), crashed (its recorder died)" \
+        in helped
+    assert "--paths add each session's AgentUse directory" in helped
 
 
 def test_show_and_path_take_the_user_as_typed(world: World) -> None:

@@ -396,9 +396,13 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     def user_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--user", default=None, metavar="U",
-                            help="only sessions of this user id (default: any user; the "
+                            help="only sessions of this user (default: any user; the "
                                  "AgentUse-only sessions, which have no user, only without "
-                                 "--user)")
+                                 "--user), as people type one: the exact user id, else the "
+                                 "id with case ignored, else the id whose part before '@' U "
+                                 "is (carol: carol@example.com), else the id whose log "
+                                 "folder U names (carol_example_com); one that several "
+                                 "users match that way exits 2 naming them")
         project_option(parser)
 
     listing = sub.add_parser(
