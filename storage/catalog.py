@@ -55,7 +55,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -91,7 +91,7 @@ __all__ = [
 SCHEMA_VERSION = 11
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output", "error")
-GROUPS = ("daily", "monthly", "session", "model", "agent")
+GROUPS = ("daily", "weekly", "monthly", "session", "model", "agent")
 # A file changed less than this before the scan started may change again with the same
 # mtime (coarse file system clocks): it is recorded as unknown, so the next scan re-reads it.
 RACY_NS = 50_000_000
@@ -230,8 +230,10 @@ class SearchHit:
 
 @dataclass(frozen=True)
 class UsageRow:
-    """Model calls' tokens and cost summed over one group (a day, a month, a session, a
-    model, an agent); ``user`` is the session's for the ``session`` group."""
+    """Model calls' tokens and cost summed over one group (a day, an ISO week, a month, a
+    session, a model, an agent); ``user`` is the session's for the ``session`` group;
+    ``models`` (with ``breakdown``) are the group's calls summed per model, each with the
+    model as its ``key``."""
 
     key: str
     user: str | None
@@ -241,6 +243,7 @@ class UsageRow:
     cached_tokens: int
     reasoning_tokens: int
     cost: float
+    models: tuple[UsageRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1035,27 +1038,49 @@ class Catalog:
         return match_user(_sql(typed), users)
 
     def usage(self, group: str, *, since: int | datetime | None = None,
-              until: int | datetime | None = None) -> list[UsageRow]:
+              until: int | datetime | None = None, user: str | None = None,
+              breakdown: bool = False) -> list[UsageRow]:
         """Tokens and cost of the model calls, summed per ``group`` (:data:`GROUPS`:
-        ``daily`` and ``monthly`` in UTC, ``session``, ``model``, ``agent``), from
-        ``since`` (included) to ``until`` (excluded)."""
+        ``daily``, ``weekly`` (ISO weeks, ``2025-W01``) and ``monthly`` in UTC, ``session``,
+        ``model``, ``agent``), from ``since`` (included) to ``until`` (excluded), of
+        ``user`` (as typed: :meth:`user`) or everyone's. With ``breakdown`` (not for
+        ``model``), each row's ``models`` sum its calls per model."""
+        thursday = "date(m.at_ms / 1000, 'unixepoch', '-3 days', 'weekday 4')"  # its ISO week's
         keys = {"daily": "strftime('%Y-%m-%d', m.at_ms / 1000, 'unixepoch')",
+                "weekly": f"strftime('%Y', {thursday}) || "
+                          f"printf('-W%02d', (strftime('%j', {thursday}) - 1) / 7 + 1)",
                 "monthly": "strftime('%Y-%m', m.at_ms / 1000, 'unixepoch')",
                 "session": "c.name", "model": "m.model", "agent": "m.agent"}
         if group not in keys:
             raise ValueError(f"unknown usage group {group!r}; one of {', '.join(GROUPS)}")
-        user = "c.user" if group == "session" else "NULL"
+        if breakdown and group == "model":
+            raise ValueError("a breakdown per model is for the groups other than model")
+        owner = "c.user" if group == "session" else "NULL"
         where, params = ["1"], []  # type: list[str], list[Any]
         for op, value in ((">=", since), ("<", until)):
             if value is not None:
                 where.append(f"m.at_ms {op} ?")
                 params.append(_ms(value))
-        sql = (f"SELECT COALESCE({keys[group]}, ''), {user}, COUNT(*), SUM(m.input_tokens), "
-               "SUM(m.output_tokens), SUM(m.cached_tokens), SUM(m.reasoning_tokens), "
-               "SUM(m.cost) FROM model_calls m JOIN conversations c ON c.id = m.conversation "
-               f"WHERE {' AND '.join(where)} GROUP BY 1, 2 ORDER BY 1, 2")
+        if user is not None:
+            where.append("c.user = ?")
+            params.append(_sql(self.user(user)))
+
+        def sql(*extra: str) -> str:
+            columns = ", ".join([f"COALESCE({keys[group]}, '')", owner, *extra])
+            by = ", ".join(str(n) for n in range(1, 3 + len(extra)))
+            return (f"SELECT {columns}, COUNT(*), SUM(m.input_tokens), SUM(m.output_tokens), "
+                    "SUM(m.cached_tokens), SUM(m.reasoning_tokens), SUM(m.cost) FROM "
+                    "model_calls m JOIN conversations c ON c.id = m.conversation "
+                    f"WHERE {' AND '.join(where)} GROUP BY {by} ORDER BY {by}")
+
         with self._reading() as conn:
-            return [UsageRow(*row) for row in conn.execute(sql, params)]
+            rows = conn.execute(sql(), params).fetchall()
+            per_model = (conn.execute(sql("COALESCE(m.model, '')"), params).fetchall()
+                         if breakdown else [])
+        models: dict[tuple[Any, Any], list[UsageRow]] = {}
+        for key, owner_id, model, *sums in per_model:
+            models.setdefault((key, owner_id), []).append(UsageRow(model, None, *sums))
+        return [replace(UsageRow(*row), models=tuple(models.get(row[:2], ()))) for row in rows]
 
     def listed(self, user: str | None = None) -> list[Listed]:
         """Every conversation (of ``user``, and then no AgentUse-only one) as ``sessions

@@ -274,7 +274,7 @@ def test_usage_totals_equal_the_step_finish_parts_and_model_call_lines(world: Wo
     assert {"Planner", "Helper", "Closer", "Counter"} <= agents
     assert world.catalog.usage("model", since=4_000_000_000_000) == []
     with pytest.raises(ValueError, match="unknown usage group"):
-        world.catalog.usage("weekly")
+        world.catalog.usage("hourly")
 
 
 def test_conversations_are_what_sessions_list_reads_from_the_files(world: World) -> None:

@@ -267,6 +267,89 @@ def as_csv(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def call_on(day: str, model_name: str, tokens: int) -> dict[str, Any]:
+    """A model_call line (as sessiontape logs one) at noon UTC on ``day``."""
+    return log_entries.model_call(
+        {"agentName": "Planner", "model": model_name,
+         "usage": {"inputTokens": tokens, "outputTokens": 1, "cachedTokens": 0,
+                   "reasoningTokens": 0}, "cost": tokens / 1000},
+        timestamp=f"{day}T12:00:00.000Z")
+
+
+def test_usage_weekly_sums_per_iso_week_in_utc() -> None:
+    """Monday 2024-12-30 and Sunday 2025-01-05 are ISO week 2025-W01 (the week of the year's
+    first Thursday), Monday 2025-01-06 is 2025-W02: three calls, two rows."""
+    root = SkilletPaths.resolve().logs_root / "dora"
+    root.mkdir(parents=True)
+    lines = [log_entries.user_message("plan the new year", "2024-12-30T11:00:00.000Z"),
+             call_on("2024-12-30", "openai/gpt-x", 100),
+             call_on("2025-01-05", "openai/gpt-x", 20),
+             call_on("2025-01-06", "openai/gpt-x", 3),
+             log_entries.final_result("done", timestamp="2025-01-06T13:00:00.000Z")]
+    (root / "year.jsonl").write_bytes(b"".join(json.dumps(line).encode() + b"\n"
+                                               for line in lines))
+    done = run_cli("usage", "weekly", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [(r["week"], r["calls"], r["input_tokens"]) for r in json.loads(done.stdout)] == [
+        ("2025-W01", 2, 120), ("2025-W02", 1, 3)]
+    assert run_cli("usage", "weekly").stdout.splitlines()[1:] == [
+        "2025-W01      2    120       2       0          0    $0.1200",
+        "2025-W02      1      3       1       0          0  $0.003000",
+        "total         3    123       3       0          0    $0.1230"]
+
+
+def test_usage_of_a_user_typed_as_people_type_it() -> None:
+    """--user as search's: carol means carol@example.com; a short form several users have
+    exits 2 naming them."""
+    record("carol@example.com", "kites", "Fly a kite", "Go to the beach", tool_city="Faro")
+    record("gus@a.org", "sails", "Sail a boat", "Take the ferry")
+    record("gus@b.org", "boats", "Row a boat", "Rent one")
+    every = json.loads(run_cli("usage", "model", "--json").stdout)
+    assert sum(r["calls"] for r in every) == 4
+    for typed in ("carol", "Carol@Example.com", "carol_example_com"):
+        done = run_cli("usage", "model", "--user", typed, "--json")
+        assert done.returncode == 0, done.stderr
+        [row] = json.loads(done.stdout)
+        assert (row["model"], row["calls"], row["input_tokens"]) == (
+            "scripted/model-main", 2, 70), typed
+    [mine] = json.loads(run_cli("usage", "session", "--user", "carol", "--json").stdout)
+    assert (mine["user"], mine["session"]) == ("carol@example.com", "kites")
+    assert json.loads(run_cli("usage", "daily", "--user", "zed", "--json").stdout) == []
+    both = run_cli("usage", "model", "--user", "gus")
+    assert (both.returncode, both.stdout) == (2, "")
+    assert both.stderr == ("sessiontape usage: 'gus' means several users; give one of them:\n"
+                           "  gus@a.org\n  gus@b.org\n")
+
+
+def test_usage_breakdown_gives_each_model_inside_each_group(recorded: list[Recorder]) -> None:
+    """daily --breakdown: the day's totals (as without it) and under them each model's;
+    the table shows the models indented under their day, then the total line."""
+    [plain] = json.loads(run_cli("usage", "daily", "--json").stdout)
+    [day] = json.loads(run_cli("usage", "daily", "--breakdown", "--json").stdout)
+    models = day.pop("models")
+    assert day == plain
+    assert [(m["model"], m["calls"]) for m in models] == [("scripted/model-main", 6),
+                                                          ("scripted/model-sub", 1)]
+    for key in ("calls", "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens"):
+        assert sum(m[key] for m in models) == day[key], key
+    assert sum(m["cost"] for m in models) == pytest.approx(day["cost"])
+    by_model = {r["model"]: r for r in json.loads(run_cli("usage", "model", "--json").stdout)}
+    assert {m["model"]: m for m in models} == by_model
+    sessions = json.loads(run_cli("usage", "session", "--breakdown", "--json").stdout)
+    assert {(s["session"], m["model"], m["calls"]) for s in sessions for m in s["models"]} == {
+        ("lisbon", "scripted/model-main", 1), ("oslo", "scripted/model-main", 2),
+        ("porto", "scripted/model-main", 3), ("porto", "scripted/model-sub", 1)}
+    table = run_cli("usage", "daily", "--breakdown").stdout.splitlines()
+    assert [line.split()[0] for line in table] == [
+        "day", plain["day"], "scripted/model-main", "scripted/model-sub", "total"]
+    assert table[2].startswith("  scripted/model-main") and table[2].split()[1] == "6"
+    assert table[4].split()[1] == "7"
+    refused = run_cli("usage", "model", "--breakdown")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == ("sessiontape usage: a breakdown per model is for the groups "
+                              "other than model\n")
+
+
 ODD = 'Is "Porto, the city" rainy?\nOr sunny?'  # a comma, quotes and a newline
 
 
@@ -284,3 +367,22 @@ def test_list_csv_holds_what_json_holds(recorded: list[Recorder]) -> None:
     both = run_cli("sessions", "list", "--json", "--csv")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
+
+def test_search_and_usage_csv_hold_what_json_holds(recorded: list[Recorder]) -> None:
+    """search --csv and usage --csv: the values of --json's, a newline in a text kept."""
+    record("ann", "odd", ODD, "Rainy, mostly")
+    hits = search("sunny", "--kind", "user")
+    assert csv_rows("search", "sunny", "--kind", "user") == [
+        {key: as_csv(value) for key, value in hit.items()} for hit in hits]
+    assert ODD in {hit["snippet"] for hit in hits}
+
+    for args in (("daily",), ("session",), ("model", "--user", "ann")):
+        usage_json = json.loads(run_cli("usage", *args, "--json").stdout)
+        assert csv_rows("usage", *args) == [{key: as_csv(value) for key, value in row.items()}
+                                           for row in usage_json], args
+    nested = json.loads(run_cli("usage", "daily", "--breakdown", "--json").stdout)
+    assert csv_rows("usage", "daily", "--breakdown") == [
+        {"day": day["day"], **{key: as_csv(value) for key, value in m.items()}}
+        for day in nested for m in day["models"]]
+    both = run_cli("usage", "daily", "--json", "--csv")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr

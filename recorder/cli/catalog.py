@@ -39,6 +39,7 @@ from .console import (
     eprint,
     filters_given,
     plural,
+    print_csv,
     print_json,
     printable,
     project_option,
@@ -48,8 +49,16 @@ from .console import (
 from .finding import Progress, ambiguous_user, answering_catalog, say_store_damage
 
 # The JSON key that names a usage row's group.
-GROUP_KEYS = {"daily": "day", "monthly": "month", "session": "session", "model": "model",
-              "agent": "agent"}
+GROUP_KEYS = {"daily": "day", "weekly": "week", "monthly": "month", "session": "session",
+              "model": "model", "agent": "agent"}
+# A usage row's sums, as --json and --csv name them.
+SUMS = ("calls", "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "cost")
+# search --json's (and --csv's) keys.
+HIT_KEYS = ("session", "user", "turn", "kind", "snippet", "agent", "tool", "at")
+USER_HELP = ("the exact user id, else the id with case ignored, else the id whose part "
+             "before '@' U is (carol: carol@example.com), else the id whose log folder U "
+             "names (carol_example_com); one that several users match that way exits 2 "
+             "naming them")
 
 
 def _plain(snippet: str) -> str:
@@ -57,9 +66,8 @@ def _plain(snippet: str) -> str:
 
 
 def _hit_json(hit: SearchHit) -> dict[str, Any]:
-    return {"session": hit.session, "user": hit.user, "turn": hit.turn, "kind": hit.kind,
-            "snippet": _plain(hit.snippet), "agent": hit.agent, "tool": hit.tool,
-            "at": ms_to_iso(hit.at_ms)}
+    return dict(zip(HIT_KEYS, (hit.session, hit.user, hit.turn, hit.kind, _plain(hit.snippet),
+                               hit.agent, hit.tool, ms_to_iso(hit.at_ms)), strict=True))
 
 
 def _hit_line(hit: SearchHit, style: Style) -> str:
@@ -101,6 +109,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     if args.json:
         print_json([_hit_json(hit) for hit in hits])
+    elif args.csv:
+        print_csv(HIT_KEYS, (list(_hit_json(hit).values()) for hit in hits))
     else:
         style = Style(use_color())
         for hit in hits:
@@ -112,27 +122,46 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _usage_json(row: UsageRow, group: str) -> dict[str, Any]:
+    """A usage row as --json gives it (with ``breakdown``, its ``models`` too)."""
     record: dict[str, Any] = {GROUP_KEYS[group]: row.key}
     if group == "session":
         record["user"] = row.user
-    record.update(calls=row.calls, input_tokens=row.input_tokens,
-                  output_tokens=row.output_tokens, cached_tokens=row.cached_tokens,
-                  reasoning_tokens=row.reasoning_tokens, cost=row.cost)
+    record.update(zip(SUMS, (row.calls, row.input_tokens, row.output_tokens, row.cached_tokens,
+                             row.reasoning_tokens, row.cost), strict=True))
+    if row.models:
+        record["models"] = [_usage_json(model, "model") for model in row.models]
     return record
 
 
+def _usage_csv(rows: list[UsageRow], group: str, breakdown: bool) -> None:
+    """The rows as CSV, the columns of --json; with ``breakdown``, a row per model in each
+    group, after the group's own columns."""
+    records = [_usage_json(row, group) for row in rows]
+    if breakdown:
+        records = [{key: value for key, value in record.items() if key not in (*SUMS, "models")}
+                   | model for record in records for model in record.get("models", [])]
+    header = [GROUP_KEYS[group], *(["user"] if group == "session" else []),
+              *(["model"] if breakdown else []), *SUMS]
+    print_csv(header, ([record[key] for key in header] for record in records))
+
+
+def _usage_cells(row: UsageRow, label: str) -> list[str]:
+    return [printable(label, one_line=True), str(row.calls), f"{row.input_tokens:,}",
+            f"{row.output_tokens:,}", f"{row.cached_tokens:,}", f"{row.reasoning_tokens:,}",
+            cost_text(row.cost)]
+
+
 def _usage_table(rows: list[UsageRow], group: str) -> list[str]:
+    """Aligned lines: a header, each row (its models indented under it), a total line."""
     header = [GROUP_KEYS[group], "calls", "input", "output", "cached", "reasoning", "cost"]
-    cells = [[printable(f"{r.user}/{r.key}" if group == "session" and r.user else r.key,
-                        one_line=True),
-              str(r.calls), f"{r.input_tokens:,}", f"{r.output_tokens:,}",
-              f"{r.cached_tokens:,}", f"{r.reasoning_tokens:,}", cost_text(r.cost)]
-             for r in rows]
-    total = [sum(getattr(r, name) for r in rows)
-             for name in ("calls", "input_tokens", "output_tokens", "cached_tokens",
-                          "reasoning_tokens")]
-    cells.append(["total", str(total[0]), *(f"{n:,}" for n in total[1:]),
-                  cost_text(sum(r.cost for r in rows))])
+    cells = []
+    for r in rows:
+        cells.append(_usage_cells(r, f"{r.user}/{r.key}" if group == "session" and r.user
+                                  else r.key))
+        cells += [_usage_cells(model, f"  {model.key}") for model in r.models]
+    total = [sum(getattr(r, name) for r in rows) for name in SUMS]
+    cells.append(["total", str(total[0]), *(f"{n:,}" for n in total[1:-1]),
+                  cost_text(total[-1])])
     widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
     return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                       for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
@@ -140,18 +169,28 @@ def _usage_table(rows: list[UsageRow], group: str) -> list[str]:
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
-    """Print tokens and cost per day, month, session, model or agent."""
+    """Print tokens and cost per day, ISO week, month, session, model or agent (of one
+    user; with each model's inside each group)."""
     try:
         with answering_catalog("sessiontape usage", args.project) as catalog:
-            rows = catalog.usage(args.group, since=args.since, until=args.until)
+            try:
+                rows = catalog.usage(args.group, since=args.since, until=args.until,
+                                     user=args.user, breakdown=args.breakdown)
+            except AmbiguousUserError as exc:
+                return ambiguous_user("sessiontape usage", exc)
+            except ValueError as exc:  # --breakdown for model
+                eprint(f"sessiontape usage: {exc}")
+                return EXIT_USAGE
     except CatalogUnavailable as exc:
         eprint(f"sessiontape usage: {exc}")
         return EXIT_FAILURE
     if args.json:
         print_json([_usage_json(row, args.group) for row in rows])
-        return EXIT_OK
-    for line in _usage_table(rows, args.group):
-        print(line)
+    elif args.csv:
+        _usage_csv(rows, args.group, args.breakdown)
+    else:
+        for line in _usage_table(rows, args.group):
+            print(line)
     return EXIT_OK
 
 
@@ -216,11 +255,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="QUERY is SQLite FTS5's own syntax (NEAR, parentheses, ^); a "
                              "malformed one exits 2")
     search.add_argument("--user", default=None, metavar="U",
-                        help="only this user's conversations: the exact user id, else the "
-                             "id with case ignored, else the id whose part before '@' U is "
-                             "(carol: carol@example.com), else the id whose log folder U "
-                             "names (carol_example_com); one that several users match that "
-                             "way exits 2 naming them")
+                        help=f"only this user's conversations: {USER_HELP}")
     search.add_argument("--agent", default=None, help="only texts of this agent")
     search.add_argument("--tool", default=None, help="only this tool's arguments and outputs")
     search.add_argument("--kind", default=None,
@@ -230,15 +265,20 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="only texts since WHEN (10m, 2h, 1d, or an ISO time)")
     search.add_argument("--limit", type=int, default=50, help="at most this many hits (50)")
     project_option(search)
-    search.add_argument("--json", action="store_true",
-                        help="an array of hits: session, user, turn (1-based), kind, snippet")
+    formats = search.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true",
+                         help="an array of hits: session, user, turn (1-based), kind, snippet, "
+                              "agent, tool, at")
+    formats.add_argument("--csv", action="store_true",
+                         help="CSV: a header, then a row per hit, the columns of --json")
     search.set_defaults(handler=cmd_search)
 
     usage = verbs.add_parser(
         "usage", help=VERBS["usage"].help,
         description="Input, output, cached and reasoning tokens and cost (USD) of every "
-                    "recorded model call, summed per day or month (UTC), session, model or "
-                    "agent. A model is spelled provider/model, as the replay log spells it, "
+                    "recorded model call, summed per day, ISO week (2025-W01) or month "
+                    "(UTC), session, model or agent. A model is spelled provider/model, as "
+                    "the replay log spells it, "
                     "whichever layout recorded the call (AgentUse's tree: provider:model). "
                     "Answered from the catalog, which is brought up to date first.")
     usage.add_argument("group", choices=GROUPS)
@@ -246,10 +286,21 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        help="calls since WHEN (10m, 2h, 1d, or an ISO time)")
     usage.add_argument("--until", type=when, default=None, metavar="WHEN",
                        help="calls before WHEN")
+    usage.add_argument("--user", default=None, metavar="U",
+                       help=f"only this user's calls: {USER_HELP}")
+    usage.add_argument("--breakdown", action="store_true",
+                       help="each model's calls inside each group (not for model): indented "
+                            "under it; --json: its 'models'; --csv: a row per model")
     project_option(usage)
-    usage.add_argument("--json", action="store_true",
-                       help="an array of rows: the group's key, calls, input_tokens, "
-                            "output_tokens, cached_tokens, reasoning_tokens, cost")
+    formats = usage.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true",
+                         help="an array of rows: the group's key (day, week, month, session "
+                              "and user, model, agent), calls, input_tokens, output_tokens, "
+                              "cached_tokens, reasoning_tokens, cost")
+    formats.add_argument("--csv", action="store_true",
+                         help="CSV: a header, then a row per group (--breakdown: per model "
+                              "in each group, its model column after the group's), the "
+                              "columns of --json")
     usage.set_defaults(handler=cmd_usage)
 
     catalog = verbs.add_parser(
