@@ -76,7 +76,7 @@ from .files import atomic_write
 from .items import content_text, input_text, output_text
 from .json_style import dumps_compact, dumps_pretty, loads
 from .links import find_linked_dir, link_rows
-from .liveness import reported_status
+from .liveness import INTERRUPTED, reported_status
 from .log_owners import (
     find_log_path,
     log_owner,
@@ -932,6 +932,7 @@ class TurnView:
     subagents: list[SubagentView] = field(default_factory=list)
     items: list[Any] | None = None
     continued: list[dict[str, Any]] | None = None  # parts another tool added to its exchange
+    halted: str | None = None  # "stopped", or why an incomplete turn ended (:func:`_halted`)
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -943,6 +944,7 @@ class TurnView:
             "text": self.turn.text,
             "model": self.turn.model,
             "complete": self.turn.complete,
+            "halted": self.halted,
             "started": self.turn.started,
             "ended": self.turn.ended,
             "agentuse_message_id": self.message_id,
@@ -1255,6 +1257,7 @@ def show_session(info: SessionInfo, *, full: bool = False,
         source = "store"
         views = [TurnView(stored, source="store", items=items)
                  for stored, items in _turns_of_items(rows)]
+    _mark_halted(views, info.status in _DEAD_STATUSES)
     views = _chosen_turns(views, turn, last)
     archived: list[tuple[str, Any]] | None = None
     if full:
@@ -1268,6 +1271,33 @@ def show_session(info: SessionInfo, *, full: bool = False,
                                                   info.session_name))
     error = session.info.get("error") if session is not None else None
     return SessionView(info, views, archived, source, error)
+
+
+_DEAD_STATUSES = ("crashed", "error")  # a session's: an open turn of it will not go on
+
+
+def _halted(view: TurnView, dead: bool) -> str | None:
+    """``stopped`` for a turn stopped by Ctrl-C (its exchange's error ``USER_STOPPED``);
+    for an incomplete turn, its exchange's ``INTERRUPTED`` error message, else, when it
+    has no error and its session is ``dead`` (crashed, failed), :data:`INTERRUPTED`; else
+    None (a run that failed says why in its error part)."""
+    errors = [part for part in view.parts or [] if part.get("type") == "error"]
+    code = errors[-1].get("code") if errors else None
+    if code == "USER_STOPPED":
+        return "stopped"
+    if view.turn.complete:
+        return None
+    if code == "INTERRUPTED":
+        return str(errors[-1].get("message") or INTERRUPTED)
+    return INTERRUPTED if dead and not errors else None
+
+
+def _mark_halted(views: list[TurnView], dead: bool) -> None:
+    """Set each turn's ``halted`` (:func:`_halted`), its subagents' turns' too."""
+    for view in views:
+        view.halted = _halted(view, dead)
+        for sub in view.subagents:
+            _mark_halted(sub.turns, dead or sub.status in _DEAD_STATUSES)
 
 
 def _chosen_turns(views: list[TurnView], turn: int | None, last: int | None

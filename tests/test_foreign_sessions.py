@@ -464,12 +464,14 @@ def test_show_skilled_crew_conversation_from_its_log(world: World) -> None:
     finals = [line for line in log if line["kind"] == "final_result"]
     for entry in finals:
         assert f"agent> ({entry['model']}) {entry['finalResult']['text']}" in lines
-    calls = [line["stepResult"] for line in log if line["kind"] == "step"
-             and line["stepResult"]["type"] == "agent_tool_start"]
-    assert len(calls) == 2
-    for step in calls:
-        assert f"  · {step['agentName']} calls {step['toolName']}" \
-               f"({step['toolArgumentsStr']})" in lines
+    steps = [line["stepResult"] for line in log if line["kind"] == "step"]
+    calls = [step for step in steps if step["type"] == "agent_tool_start"]
+    ends = [step for step in steps if step["type"] == "agent_tool_end"]
+    assert len(calls) == len(ends) == 2 and not any("callId" in step for step in steps)
+    for step, end in zip(calls, ends, strict=True):  # paired by tool name, in order
+        (line,) = [line for line in lines if line.startswith(
+            f"  · {step['toolName']}({step['toolArgumentsStr']}) → ")]
+        assert end["result"][:20] in line
     assert [t["text"] for t in world.json("show_fixture_1_json")["turns"]] == \
         [e["finalResult"]["text"] for e in finals]
 
@@ -503,7 +505,7 @@ def test_show_ours_by_name_and_by_id(world: World) -> None:
     lines = world.ok("show_ours").splitlines()
     assert "origin sessiontape" in lines[0]
     assert "user> trip prompt" in lines and "agent> (scripted/gpt-4.1) trip answer" in lines
-    assert '  · Planner calls square({"n":2})' in lines
+    assert '  · square({"n":2}) → 4' in lines
     assert world.ok("show_ours_by_id") == world.ok("show_ours")
 
 

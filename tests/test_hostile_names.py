@@ -331,11 +331,14 @@ def test_names_with_controls_are_one_escaped_line_in_every_table(
     assert shown[0].startswith(f"{session}  user {user}  ")
     agent, tool = escaped(CLI_AGENT), escaped(CLI_TOOL)
     assert f"agent: {agent}  status: completed" in shown
-    streamed = hostile_cli["stream"].stdout.splitlines()
-    for lines in (shown, [line.split("] ", 1)[-1] for line in streamed]):
-        assert lines.count(f"  · agent {agent} starts") == 3
-        assert lines.count(f"  · {agent} calls {tool}({{}})") == 3
-        assert lines.count(f"agent> ({escaped(f'custom/{CLI_MODEL}')}) the answer") == 3
+    answer = f"agent> ({escaped(f'custom/{CLI_MODEL}')}) the answer"
+    # show: each turn's call with its result, on one line
+    assert sum(line.startswith(f"  · {tool}({{}}) → ") for line in shown) == 3
+    assert shown.count(answer) == 3
+    lines = [line.split("] ", 1)[-1] for line in hostile_cli["stream"].stdout.splitlines()]
+    assert lines.count(f"  · agent {agent} starts") == 3
+    assert lines.count(f"  · {agent} calls {tool}({{}})") == 3
+    assert lines.count(answer) == 3
     (listed,) = json.loads(hostile_cli["list-json"].stdout)
     assert (listed["user_id"], listed["session_name"]) == (CLI_USER, CLI_SESSION)
     found = json.loads(hostile_cli["search-json"].stdout)

@@ -267,8 +267,8 @@ def test_list_text_is_an_aligned_table(world: World) -> None:
 def test_show_by_name(world: World) -> None:
     lines = world.ok("show_ann").stdout.splitlines()
     assert "user> trip prompt 0" in lines and "user> trip prompt 1" in lines
-    assert '  · Planner calls square({"n":2})' in lines
-    assert "  · square → 4" in lines and "  · helper → helped 0" in lines
+    assert '  · square({"n":2}) → 4' in lines  # each call with its result
+    assert '  · helper({"input":"q0"}) → helped 0' in lines
     assert "agent> (scripted/gpt-4.1) trip answer 0" in lines
     assert not any(line.startswith("Archived") for line in lines)
     # per-turn usage from the matching exchange: 30 in / 6 out + the helper's 3 in / 1 out

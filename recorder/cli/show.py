@@ -11,6 +11,7 @@ from typing import Any
 
 from sessiontape.storage.items import clip, content_text, input_text, item_text
 from sessiontape.storage.json_style import dumps_compact
+from sessiontape.storage.log_entries import step_failed
 from sessiontape.storage.paths import Locations
 from sessiontape.storage.sessions import (
     SessionInfo,
@@ -23,7 +24,7 @@ from sessiontape.storage.sessions import (
 from sessiontape.storage.times import shown_time
 
 from .console import EXIT_OK, Style, cost_text, plural, print_json, printable, use_color
-from .transcript import render_turns
+from .transcript import answer_line, describe_step
 
 
 def _usage_text(usage: Usage, main: Usage | None) -> str:
@@ -50,6 +51,24 @@ def _indented(text: str, pad: str) -> str:
     return printable(text).replace("\n", "\n" + pad) if pad else printable(text)
 
 
+def _call_text(tool: Any, arguments: str) -> str:
+    """A tool call as shown: ``tool(arguments)``, the arguments cut at 80 characters."""
+    return f"{tool}({clip(arguments, 80)})"
+
+
+def _call_line(call: str, style: Style, pad: str, *, result: str | None = None,
+               error: str | None = None, status: str = "no result") -> str:
+    """A tool call with its ``result`` on one line, dimmed; one that failed with ✗ and its
+    ``error`` in red; one with neither with its ``status`` in brackets."""
+    dim, red, reset = style.dim, style.red, style.reset
+    call = printable(call, one_line=True)
+    if error is not None:
+        return f"{pad}  · {call} {red}✗ {printable(clip(error))}{reset}"
+    outcome = f"→ {printable(clip(result))}" if result is not None else \
+        f"[{printable(status)}]"
+    return f"{dim}{pad}  · {call} {outcome}{reset}"
+
+
 def _part_lines(part: dict[str, Any], style: Style, pad: str) -> Iterator[str]:
     """One part of an AgentUse exchange; ``log`` and step markers are not shown."""
     kind = part.get("type")
@@ -61,17 +80,14 @@ def _part_lines(part: dict[str, Any], style: Style, pad: str) -> Iterator[str]:
     elif kind == "tool":
         state = part.get("state")
         state = state if isinstance(state, dict) else {}
-        arguments = clip(dumps_compact(state.get("input", {})).decode(), 80)
-        call = printable(f"{part.get('tool')}({arguments})", one_line=True)
+        call = _call_text(part.get("tool"), dumps_compact(state.get("input", {})).decode())
         status = state.get("status")
         if status == "completed":
-            yield f"{dim}{pad}  · {call} → " \
-                  f"{printable(clip(tool_output_text(state.get('output'))))}{reset}"
+            yield _call_line(call, style, pad, result=tool_output_text(state.get("output")))
         elif status == "error":
-            yield f"{pad}  · {call} {red}✗ {printable(clip(state.get('error', '')))}" \
-                  f"{reset}"
+            yield _call_line(call, style, pad, error=str(state.get("error", "")))
         else:
-            yield f"{dim}{pad}  · {call} [{printable(str(status))}]{reset}"
+            yield _call_line(call, style, pad, status=str(status))
     elif kind == "error":
         detail = ", ".join(str(x) for x in (part.get("code"), part.get("statusCode") and
                                             f"HTTP {part.get('statusCode')}") if x)
@@ -95,7 +111,11 @@ def _exchange_lines(view: TurnView, style: Style, pad: str = "") -> Iterator[str
     call that ran it."""
     yield f"{pad}user> {_indented(input_text(view.turn.user_input), pad)}"
     by_call = {s.call_id: s for s in view.subagents if s.call_id is not None}
-    for part in view.parts or []:
+    parts = view.parts or []
+    if view.source == "log":  # the log's answer line ends it, in place of the closing texts
+        parts = parts[:max((i + 1 for i, part in enumerate(parts)
+                            if part.get("type") in _SHOWN_PARTS), default=0)]
+    for part in parts:
         yield from _part_lines(part, style, pad)
         call_id = part.get("callID") if part.get("type") == "tool" else None
         sub = by_call.pop(call_id, None) if isinstance(call_id, str) else None
@@ -104,8 +124,79 @@ def _exchange_lines(view: TurnView, style: Style, pad: str = "") -> Iterator[str
     for sub in view.subagents:
         if sub.call_id is None or sub.call_id in by_call:
             yield from _subagent_lines(sub, style, pad + "    ")
-    if not view.turn.complete:
-        yield f"{pad}{style.dim}[incomplete]{style.reset}"
+    if view.source == "log":
+        yield answer_line(view.turn, style, view.halted)
+    elif view.halted or not view.turn.complete:
+        yield f"{pad}{style.dim}[{printable(view.halted or 'incomplete')}]{style.reset}"
+
+
+# An exchange's parts before its answer: what is shown, texts apart.
+_SHOWN_PARTS = ("reasoning", "tool", "error", "agent", "file", "compaction")
+
+
+def _log_turn_lines(view: TurnView, style: Style) -> Iterator[str]:
+    """A turn known from the log alone: its prompt, its steps (each subagent run's under
+    the call that ran it, each call with its result), its answer line."""
+    yield f"user> {printable(input_text(view.turn.user_input))}"
+    steps = view.turn.steps
+    ends = _paired_ends(steps)
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for step in steps:
+        parent = step.get("parentCallId")
+        children.setdefault(parent if isinstance(parent, str) else None, []).append(step)
+    yield from _step_lines(children.pop(None, []), children, ends, style, "")
+    for orphans in list(children.values()):  # runs of calls the log does not hold
+        yield from _step_lines(orphans, children, ends, style, "")
+    yield answer_line(view.turn, style, view.halted)
+
+
+def _paired_ends(steps: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Each tool call's end, by the id of its start step: the end with its ``callId``,
+    else the first open call of its tool name in its run (skilled_crew writes no ids)."""
+    by_id: dict[Any, dict[str, Any]] = {}
+    waiting: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    ends: dict[int, dict[str, Any]] = {}
+    for step in steps:
+        key = (step.get("parentCallId"), step.get("toolName"))
+        if step.get("type") == "agent_tool_start":
+            waiting.setdefault(key, []).append(step)
+            if step.get("callId") is not None:
+                by_id[step["callId"]] = step
+        elif step.get("type") == "agent_tool_end":
+            queue = waiting.get(key, [])
+            start = by_id.pop(step.get("callId"), None) if step.get("callId") else None
+            start = start or (queue[0] if queue else None)
+            if start is not None:
+                if start in queue:
+                    queue.remove(start)
+                ends[id(start)] = step
+    return ends
+
+
+def _step_lines(steps: list[dict[str, Any]], children: dict[str | None, list[dict[str, Any]]],
+                ends: dict[int, dict[str, Any]], style: Style, pad: str) -> Iterator[str]:
+    """Log steps at one depth: a call with its result, then the steps of the run it started
+    (taken from ``children``, by call id), indented; other steps described."""
+    paired = {id(end) for end in ends.values()}
+    for step in steps:
+        if step.get("type") == "agent_tool_start":
+            call = _call_text(step.get("toolName"), str(step.get("toolArgumentsStr", "")))
+            end = ends.get(id(step))
+            if end is None:
+                yield _call_line(call, style, pad)
+            elif step_failed(end):
+                yield _call_line(call, style, pad,
+                                 error=str(end.get("error") or end.get("result", "")))
+            else:
+                yield _call_line(call, style, pad, result=str(end.get("result", "")))
+            run = children.pop(step["callId"], None) if step.get("callId") else None
+            if run:
+                yield from _step_lines(run, children, ends, style, pad + "    ")
+        elif id(step) not in paired:
+            what = describe_step(step)
+            if what is not None:
+                color = style.red if step_failed(step) else style.dim
+                yield f"{color}{pad}  · {printable(what, one_line=True)}{style.reset}"
 
 
 def _subagent_lines(sub: SubagentView, style: Style, pad: str) -> Iterator[str]:
@@ -172,12 +263,12 @@ def print_session(found: SessionInfo, where: Locations, *, full: bool, as_json: 
         print(f"\n{style.bold}Turn {shown.number}{style.reset}"
               + (f" {style.dim}{shown_time(shown.turn.started)}{style.reset}"
                  if shown.turn.started else ""))
-        if shown.source == "agentuse":
+        if shown.source == "agentuse" or shown.parts is not None:  # the log's too
             lines: Iterator[str] = _exchange_lines(shown, style)
         elif shown.source == "store":
             lines = _store_turn_lines(shown, style)
         else:
-            lines = render_turns([shown.turn], color=style.reset != "")
+            lines = _log_turn_lines(shown, style)
         for text in lines:
             print(text)
         if shown.continued:

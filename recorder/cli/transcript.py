@@ -19,7 +19,7 @@ from .console import Style, printable
 if TYPE_CHECKING:  # the follow engine is for log stream alone
     from sessiontape.storage.log_follow import LogSource
 
-__all__ = ["EntryFormatter", "describe_step", "render_turns"]
+__all__ = ["EntryFormatter", "answer_line", "describe_step", "render_turns"]
 
 
 def describe_step(step: dict[str, Any]) -> str | None:
@@ -62,9 +62,16 @@ def render_turns(turns: Iterable[Turn], *, color: bool = False,
             if what is not None:
                 yield f"{red if step_failed(step) else dim}  · {printable(what, one_line=True)}" \
                       f"{reset}"
-        model = f"({printable(turn.model, one_line=True)}) " if turn.model else ""
-        suffix = "" if turn.complete else f" {dim}[incomplete]{reset}"
-        yield f"agent> {model}{printable(turn.text)}{suffix}"
+        yield answer_line(turn, style)
+
+
+def answer_line(turn: Turn, style: Style, halted: str | None = None) -> str:
+    """A turn's ``agent> (model) answer`` line, ending ``[halted]`` when given (why the turn
+    stopped), else ``[incomplete]`` for a turn without its final result."""
+    model = f"({printable(turn.model, one_line=True)}) " if turn.model else ""
+    note = halted or (None if turn.complete else "incomplete")
+    suffix = f" {style.dim}[{printable(note, one_line=True)}]{style.reset}" if note else ""
+    return f"agent> {model}{printable(turn.text)}{suffix}"
 
 
 # -- log stream's lines ------------------------------------------------------------
