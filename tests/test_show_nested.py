@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from agents import Agent
 from harness import EXECUTABLE, CliResults, isolated, run_cli, run_many
-from scripted import call, final, model, run_agent, square, tools_step
+from scripted import blocking_agent, call, final, model, run_agent, square, tools_step
 from test_liveness import NAME, USER, killed_in_a_nested_subagent
 
 from sessiontape import Recorder
@@ -116,3 +116,27 @@ def test_a_killed_recording_is_shown_interrupted() -> None:
     assert INTERRUPTED == "interrupted: the recording process ended before the run did"
     shown = json.loads(run_cli("sessions", "show", NAME, "--user", USER, "--json").stdout)
     assert [turn["halted"] for turn in shown["turns"]] == [INTERRUPTED]
+
+
+def test_a_turn_stopped_by_ctrl_c_is_shown_stopped() -> None:
+    """A run cancelled as Ctrl-C cancels it in ``run`` and ``chat`` (``USER_STOPPED``)."""
+    async def main() -> None:
+        agent, started = blocking_agent("c_stop")
+        rec = Recorder(ANN, "stopped")
+        task = asyncio.ensure_future(rec.run(agent, "wait for me"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await rec.aclose()
+
+    asyncio.run(main())
+    done = run_cli("sessions", "show", "stopped")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    (answer,) = [line for line in lines if line.startswith("agent> ")]
+    assert answer == "agent> (scripted/gpt-4.1) [run failed] CancelledError: the run was " \
+                     "cancelled [stopped]"
+    assert "  · wait_forever({}) ✗ CancelledError: the run was cancelled" in lines
+    shown = json.loads(run_cli("sessions", "show", "stopped", "--json").stdout)
+    assert [turn["halted"] for turn in shown["turns"]] == ["stopped"]
