@@ -72,7 +72,6 @@ from .agentuse_reader import (
     split_session_dir_name,
 )
 from .db import IN_PAIRS, PAIR, connect, connect_readonly, immediate, tables, writing_problem
-from .files import atomic_write
 from .items import content_text, input_text, output_text
 from .json_style import dumps_compact, dumps_pretty, loads
 from .links import find_linked_dir, link_rows
@@ -1495,6 +1494,7 @@ def _rename_log(old: Path, pair: tuple[str, str], new_name: str, logs_root: Path
     When that is ``old`` itself (the two names sanitize alike), the file stays and its
     owner record names the new pair; else that name is claimed and the log moved there (a
     hard link, then ``old`` unlinked: an existing file is never replaced)."""
+    from .files import atomic_write  # a writer's: the readers here never load it
     from .fork import _claim_log
     from .log_owners import candidates
 
@@ -1519,6 +1519,7 @@ def _rename_in_tree(tree: Path, user_id: str, new_name: str, new_log: Path | Non
                     undo: list[Callable[[], None]]) -> None:
     """session.json's ``conversation`` naming the new pair (and its log), its old bytes
     kept to put back."""
+    from .files import atomic_write
     path = tree / "session.json"
     old = path.read_bytes()
     document = loads(old)

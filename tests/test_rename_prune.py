@@ -204,7 +204,7 @@ def test_a_rename_that_fails_half_way_leaves_everything_as_it_was(
         where: str) -> None:
     before = world(isolated_env)
     # the log is moved before session.json is written, and both before the store commits
-    monkeypatch.setattr(sessions, "atomic_write" if where == "session.json" else
+    monkeypatch.setattr(sessions, "_rename_in_tree" if where == "session.json" else
                         "_rename_rows", _fails)
     info = find_session("trip", ANN)
     with pytest.raises(OSError, match="No space left on device"):
