@@ -11,6 +11,7 @@ import asyncio
 import csv
 import io
 import json
+import os
 from collections import defaultdict
 from typing import Any
 
@@ -386,3 +387,17 @@ def test_search_and_usage_csv_hold_what_json_holds(recorded: list[Recorder]) -> 
         for day in nested for m in day["models"]]
     both = run_cli("usage", "daily", "--json", "--csv")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_csv_writes_a_name_that_is_not_utf8_as_its_escape() -> None:
+    """A log whose file name holds a byte that is not UTF-8 (skilled_crew's, from a raw
+    name): --csv writes the session's lone surrogate as --json's escape, ``\\udcff``, and
+    the rest of the listing with it."""
+    logs = SkilletPaths.resolve().logs_root / "ann"
+    logs.mkdir(parents=True)
+    (logs / os.fsdecode(b"trip\xff.jsonl")).write_bytes(
+        json.dumps(log_entries.user_message("hi", "2025-01-01T00:00:00.000Z")).encode() + b"\n")
+    [row] = csv_rows("sessions", "list")
+    assert (row["session_name"], row["user_id"], row["turns"], row["last_activity"]) == (
+        "trip\\udcff", "ann", "1", "2025-01-01T00:00:00.000Z")
+    assert row["log_path"] == str(logs / "trip\\udcff.jsonl")
