@@ -408,7 +408,9 @@ def test_user_chooses_whose_conversation_is_renamed_or_pruned(aged: list[Recorde
     assert original(aged[0]) == ann
 
     # Bob's conversation is new: --user ann prunes Ann's old ones, and nobody else's
-    pruned = cli_json("sessions", "prune", "--older-than", "90d", "--user", ANN, "--yes")
+    # (--user as people type it: the part before @, as every other verb takes it)
+    pruned = cli_json("sessions", "prune", "--older-than", "90d", "--user",
+                      ANN.partition("@")[0], "--yes")
     assert [(e["user_id"], e["session_name"]) for e in pruned["removed"]] == \
         [(ANN, "old-a"), (ANN, "old-b")]
     assert cli_json("sessions", "prune", "--older-than", "90d", "--user", BOB,

@@ -32,7 +32,7 @@ from .console import (
     use_color,
     when,
 )
-from .finding import conversations, lookup, store_problem
+from .finding import ambiguous_user, answering_catalog, conversations, lookup, store_problem
 
 if TYPE_CHECKING:
     from sessiontape.storage.fork import ForkResult
@@ -347,8 +347,17 @@ def cmd_prune(args: argparse.Namespace) -> int:
     where = _locations(args)
     if not args.dry_run and _store_refuses("not pruning", where):
         return EXIT_FAILURE
+    from sessiontape.storage.names import AmbiguousUserError
+
+    user = args.user
+    if user is not None:  # as people type one, as every verb takes it
+        try:
+            with answering_catalog(PROG, args.project) as catalog:
+                user = catalog.user(user)
+        except AmbiguousUserError as exc:
+            return ambiguous_user(PROG, exc)
     options = {"include_agentuse": args.include_agentuse, "locations": where}
-    planned = prune_sessions(cutoff, args.user, dry_run=True, **options)
+    planned = prune_sessions(cutoff, user, dry_run=True, **options)
     if not args.dry_run and planned.removed and not args.yes:
         if not sys.stdin.isatty():
             eprint(f"{PROG}: refusing to remove {plural(len(planned.removed), 'session')} "
@@ -361,7 +370,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         if not _confirm("Remove them?"):
             eprint(f"{PROG}: nothing removed")
             return EXIT_FAILURE
-    result = planned if args.dry_run else prune_sessions(cutoff, args.user, **options)
+    result = planned if args.dry_run else prune_sessions(cutoff, user, **options)
     report = result.to_json()
     if args.json:
         print_json(report)
