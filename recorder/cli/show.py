@@ -105,16 +105,21 @@ def _part_lines(part: dict[str, Any], style: Style, pad: str) -> Iterator[str]:
         yield f"{dim}{pad}  · {printable(str(kind))}{reset}"
 
 
+# An exchange's parts that may come before its answer (texts apart).
+_BEFORE_ANSWER = ("reasoning", "tool", "error", "agent", "file", "compaction")
+
+
 def _exchange_lines(view: TurnView, style: Style, pad: str = "") -> Iterator[str]:
     """An exchange of an AgentUse tree: its prompt, its parts in order (texts, reasoning,
     tool calls with their results or errors, errors), each subagent it ran under the
-    call that ran it."""
+    call that ran it; a log turn's exchange ends with the log's answer line instead of
+    its closing texts."""
     yield f"{pad}user> {_indented(input_text(view.turn.user_input), pad)}"
     by_call = {s.call_id: s for s in view.subagents if s.call_id is not None}
     parts = view.parts or []
     if view.source == "log":  # the log's answer line ends it, in place of the closing texts
         parts = parts[:max((i + 1 for i, part in enumerate(parts)
-                            if part.get("type") in _SHOWN_PARTS), default=0)]
+                            if part.get("type") in _BEFORE_ANSWER), default=0)]
     for part in parts:
         yield from _part_lines(part, style, pad)
         call_id = part.get("callID") if part.get("type") == "tool" else None
@@ -130,10 +135,6 @@ def _exchange_lines(view: TurnView, style: Style, pad: str = "") -> Iterator[str
         yield f"{pad}{style.dim}[{printable(view.halted or 'incomplete')}]{style.reset}"
 
 
-# An exchange's parts before its answer: what is shown, texts apart.
-_SHOWN_PARTS = ("reasoning", "tool", "error", "agent", "file", "compaction")
-
-
 def _log_turn_lines(view: TurnView, style: Style) -> Iterator[str]:
     """A turn known from the log alone: its prompt, its steps (each subagent run's under
     the call that ran it, each call with its result), its answer line."""
@@ -145,8 +146,8 @@ def _log_turn_lines(view: TurnView, style: Style) -> Iterator[str]:
         parent = step.get("parentCallId")
         children.setdefault(parent if isinstance(parent, str) else None, []).append(step)
     yield from _step_lines(children.pop(None, []), children, ends, style, "")
-    for orphans in list(children.values()):  # runs of calls the log does not hold
-        yield from _step_lines(orphans, children, ends, style, "")
+    while children:  # runs of calls the log does not hold
+        yield from _step_lines(children.pop(next(iter(children))), children, ends, style, "")
     yield answer_line(view.turn, style, view.halted)
 
 
