@@ -59,8 +59,19 @@ def shown(tmp_path_factory: pytest.TempPathFactory) -> Shown:
     alone = log.parent.parent / "carol" / "copied.jsonl"  # no tree, no store: the log alone
     alone.parent.mkdir()
     shutil.copyfile(log, alone)
+    # a subagent run whose call the log lacks, which ran a subagent of its own
+    at = "2026-01-02T03:04:05.000Z"
+    steps = [{"type": "agent_tool_start", "agentName": "Middle", "toolName": "ask_leaf",
+              "toolArgumentsStr": "{}", "callId": "c_leaf", "parentCallId": "c_gone"},
+             {"type": "agent_start", "agentName": "Leaf", "parentCallId": "c_leaf"},
+             {"type": "agent_tool_end", "agentName": "Middle", "toolName": "ask_leaf",
+              "result": "leafed", "callId": "c_leaf", "parentCallId": "c_gone"}]
+    (alone.parent / "lost.jsonl").write_text("".join(json.dumps(line) + "\n" for line in [
+        {"kind": "user_message", "userInput": "go", "timestamp": at},
+        *({"kind": "step", "stepResult": step, "timestamp": at} for step in steps),
+        {"kind": "final_result", "finalResult": {"text": "done"}, "timestamp": at}]))
     commands = {"tree": ["show", "nested"], "log": ["show", "copied"],
-                "log_json": ["show", "copied", "--json"]}
+                "log_json": ["show", "copied", "--json"], "lost": ["show", "lost"]}
     return Shown(run_many({key: [str(EXECUTABLE), "sessions", *args]
                            for key, args in commands.items()}, env))
 
@@ -95,6 +106,9 @@ def test_a_turn_from_the_log_alone_nests_its_subagents_steps(shown: Shown) -> No
         '      · square({"n":5}) → 25',
         "agent> (scripted/gpt-4.1) planned",
     ]
+    # a run whose call is not in the log: its steps, nested as far as the log tells, once
+    assert _transcript(shown.ok("lost").stdout) == [
+        "user> go", "  · ask_leaf({}) → leafed", "      · agent Leaf starts", "agent> done"]
     (turn,) = shown.json("log_json")["turns"]
     assert turn["number"] == 1 and turn["halted"] is None and turn["complete"] is True
 
