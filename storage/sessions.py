@@ -1522,7 +1522,13 @@ def _rename_in_tree(tree: Path, user_id: str, new_name: str, new_log: Path | Non
     from .files import atomic_write
     path = tree / "session.json"
     old = path.read_bytes()
-    document = loads(old)
+    try:
+        document = loads(old)
+    except ValueError as exc:
+        document = exc
+    if not isinstance(document, dict):
+        raise RenameError(f"{path} cannot be read ({document}); the next run of the session, "
+                          "or 'sessiontape doctor --fix', rebuilds it")
     conversation = {**_json_object(document.get("conversation")), "user": user_id,
                     "name": new_name}
     if new_log is not None:

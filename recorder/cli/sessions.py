@@ -279,6 +279,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
     except ForkError as exc:
         eprint(printable(f"{PROG}: {exc}"))
         return EXIT_USAGE if isinstance(exc, TurnRangeError) else EXIT_FAILURE
+    except OSError as exc:  # a layout that cannot be written: what was written is removed
+        eprint(printable(f"{PROG}: forking {found.session_name!r} failed, nothing was "
+                         f"written: {exc}", one_line=True))
+        return EXIT_FAILURE
     if args.json:
         print_json(result.to_json())
     else:
