@@ -1361,18 +1361,29 @@ def clear_session(info: SessionInfo, *, locations: Locations | None = None) -> C
                      == info.user_id and record.get("session_name") == info.session_name
                      else None):
             if path is not None and path.exists():
-                path.unlink()
-                result.removed_paths.append(path)
+                _remove(path, path.unlink, result)
         with suppress(OSError):
             info.log_path.parent.rmdir()  # only if that was the user's last log
     if info.agentuse_dir is not None and info.agentuse_dir.exists():
-        why = _safe_agentuse_dir(info.agentuse_dir)
+        directory = info.agentuse_dir
+        why = _safe_agentuse_dir(directory)
         if why is None:
-            shutil.rmtree(info.agentuse_dir)
-            result.removed_paths.append(info.agentuse_dir)
+            _remove(directory, lambda: shutil.rmtree(directory), result)
         else:
-            result.kept.append(f"{info.agentuse_dir}: {why}; not removed")
+            result.kept.append(f"{directory}: {why}; not removed")
     return result
+
+
+def _remove(path: Path, removal: Callable[[], None], result: ClearResult) -> None:
+    """Remove ``path`` as ``removal`` does, noting it in ``result``: removed, or kept with
+    why (a directory that cannot be written: the rest of the clear goes on)."""
+    try:
+        removal()
+    except OSError as exc:
+        result.kept.append(f"{path}: cannot be removed ({exc.strerror or exc}); what could "
+                           "be was")
+    else:
+        result.removed_paths.append(path)
 
 
 # -- rename and prune ---------------------------------------------------------------------

@@ -85,6 +85,7 @@ VERBS = {
     "rename": ["sessions", "rename", "porto", "lisbon"],
     "prune": ["sessions", "prune", "--older-than", "1d", "--dry-run"],
     "run": ["run", "--user-email", "ann", "--session-name", "porto", "and then?"],
+    "clear": ["sessions", "clear", "porto", "--yes"],  # last: it removes what it can
 }
 
 
@@ -95,8 +96,11 @@ def exercise(base: Path, damage: str, files: dict[str, Path]
     prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"] \
         if os.geteuid() == 0 else []
     env = isolated_environ(base, NO_COLOR="1")
+    verbs = {**VERBS, "export": ["export", "--format", "ledger", "--out",
+                                 str(base / "ledger.sqlite")]}
+    verbs["clear"] = verbs.pop("clear")  # last
     results = run_many({verb: [*prefix, str(EXECUTABLE), *argv]
-                        for verb, argv in VERBS.items()}, env, parallel=1)
+                        for verb, argv in verbs.items()}, env, parallel=1)
     for path in (files["log"].parent, files["tree"]):
         if path.exists():
             path.chmod(0o700)
@@ -151,3 +155,12 @@ def test_a_conversation_whose_tree_is_gone_is_still_shown_from_its_log(
     shown = json.loads(worlds["the tree deleted"]["show json"].stdout)
     assert [(t["user_input"], t["text"]) for t in shown["turns"]] == [
         ("a question for porto", "take the tram")]
+
+
+@pytest.mark.parametrize("damage", ["the log directory read-only", "the tree read-only"])
+def test_a_clear_that_cannot_remove_a_file_says_what_it_left(
+        worlds: dict[str, dict[str, subprocess.CompletedProcess[str]]], damage: str) -> None:
+    done = worlds[damage]["clear"]
+    assert done.returncode == 1
+    assert "cannot be removed (Permission denied); what could be was" in done.stderr
+    assert done.stdout.startswith("cleared 'porto' of 'ann': ")
