@@ -19,7 +19,7 @@ import pytest
 from agents import Agent
 from harness import run_cli
 from scripted import call, final, model, square, tools_step, usage
-from test_human_in_the_loop import agent_asking, approve_in_a_new_recorder
+from test_human_in_the_loop import agent_asking, approve_in_a_new_recorder, paused_for_approval
 
 from sessiontape import Recorder
 from sessiontape.storage.agentuse_reader import load_session, read_json_object
@@ -194,14 +194,7 @@ def test_a_run_resumed_after_the_damage_is_recorded(damaged: str,
     rebuilt session.json still leads to the waiting gate (the same exchange goes on); a
     gate that cannot be read leaves the resumed run to a new exchange, said once."""
     agent = agent_asking()
-
-    async def pause() -> tuple[Path, str]:
-        async with Recorder(session_name="waits") as rec:
-            result = await rec.run(agent, "please delete x.txt")
-        assert rec.session_dir is not None
-        return rec.session_dir, result.to_state().to_string()
-
-    tree, saved = asyncio.run(pause())
+    tree, saved = paused_for_approval(agent, "waits")
     (exchange,) = [p.parent for p in tree.glob("*/message.json")]
     (gate,) = [p for p in exchange.glob("part/*.json") if b'"await_human"' in p.read_bytes()]
     path = tree / "session.json" if damaged == "session.json" else gate

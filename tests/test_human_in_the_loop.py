@@ -208,20 +208,25 @@ def approve_in_a_new_recorder(agent: Agent[Any], saved: str, session_name: str) 
     return asyncio.run(resume())
 
 
+def paused_for_approval(agent: Agent[Any], session_name: str) -> tuple[Path, str]:
+    """A recorded run of ``agent`` that waits for approval: its AgentUse session directory
+    and its saved RunState."""
+    async def pause() -> tuple[Path, str]:
+        async with Recorder(session_name=session_name) as rec:
+            result = await rec.run(agent, "please delete x.txt")
+        assert rec.session_dir is not None
+        return rec.session_dir, result.to_state().to_string()
+
+    return asyncio.run(pause())
+
+
 def test_a_wait_written_by_sessiontape_0_3_is_resumed() -> None:
     """A tree of sessiontape 0.3 has no gate: the waiting call's own part is ``pending``,
     with ``resumePayload {kind: "tool_approval", prompt}`` (docs/recording.md of 0.3). A new
     Recorder resuming from the saved RunState finds that part by its ``callID`` and
     completes it, as 0.3 did, keeping the payload in ``state.metadata``; no gate is added."""
     agent = agent_asking()
-
-    async def pause() -> tuple[Path, str]:
-        async with Recorder(session_name="hitl-old") as rec:
-            result = await rec.run(agent, "please delete x.txt")
-        assert rec.session_dir is not None
-        return rec.session_dir, result.to_state().to_string()
-
-    session_dir, saved = asyncio.run(pause())
+    session_dir, saved = paused_for_approval(agent, "hitl-old")
     [gate_file] = [p for p in session_dir.glob("*/part/*.json")
                    if json.loads(p.read_text())["type"] == "tool"]
     gate = json.loads(gate_file.read_text())
