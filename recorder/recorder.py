@@ -167,8 +167,10 @@ def _holds_data(path: Path) -> bool:
 
 
 def _check_names(user_id: str, session_name: str) -> None:
-    """Refuse what no layout can key a conversation by: an empty session name, or a
-    name that is not text (lone surrogates, e.g. from undecodable command-line bytes)."""
+    """Refuse what no layout can key a conversation by: an empty user or session name, or
+    a name that is not text (lone surrogates, e.g. from undecodable command-line bytes)."""
+    if not user_id:
+        raise ValueError("user_id is empty")
     if not session_name:
         raise ValueError("session_name is empty (None means a new default-named session)")
     for what, name in (("user_id", user_id), ("session_name", session_name)):

@@ -56,8 +56,6 @@ from sessiontape.storage.sessions import (
 )
 from sessiontape.storage.tables import ARCHIVE_TABLE
 
-pytestmark = pytest.mark.xdist_group("catalog")
-
 ANN, BOB = "ann@example.com", "bob@example.com"
 
 
@@ -1014,6 +1012,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 def test_refreshes_racing_a_recording_process_end_where_the_files_are(tmp_path: Path) -> None:
     """Refreshes made while another process begins and continues conversations (the store
     grown, logs, owner records and trees made mid-refresh) leave, once it is done and one

@@ -102,6 +102,7 @@ def corrupt() -> None:
     (newer_schema, "newer than this sessiontape"),
     (corrupt, None),  # rebuilt: nothing to say
 ])
+@pytest.mark.slow
 def test_a_catalog_that_cannot_be_used_is_said_once_and_the_answer_stays_right(
         two: None, damage: Any, said: str | None) -> None:
     before, _ = listed()
@@ -180,6 +181,7 @@ def test_catalog_path_as_json_and_its_own_help(two: None) -> None:
     assert "    path      where the catalog is" in group
 
 
+@pytest.mark.slow
 def test_processes_building_a_new_catalog_at_once_all_use_it(two: None) -> None:
     """Many commands started at once on a machine with no catalog yet each find the file
     empty; one makes the schema, the others wait for it and use it, none saying that the

@@ -863,6 +863,7 @@ CHILD = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("mode", ["summarize", "after-delete", "before-commit", "after-commit"])
+@pytest.mark.slow
 def test_killed_during_compaction_leaves_old_or_new_history(db: Path, mode: str) -> None:
     keep = 6
     big = "x" * 600

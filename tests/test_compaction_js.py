@@ -9,14 +9,10 @@ import json
 import sqlite3
 from pathlib import Path
 
-import pytest
 from test_compaction import NAME, USER, opened, turn
 from test_js_conformance import check_items, js_sdk  # noqa: F401 (its autouse fixture)
 
 from sessiontape.storage.summarizers import SUMMARY_HEADER
-
-# js_sdk installs tests/js once per worker: keep these tests with its other users.
-pytestmark = pytest.mark.xdist_group("js_conformance")
 
 
 def test_a_compacted_store_passes_and_sends_its_summary_once(tmp_path: Path) -> None:

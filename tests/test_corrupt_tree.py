@@ -103,6 +103,7 @@ def test_a_truncated_session_json_is_rebuilt_by_the_next_run_and_said_once(
     assert list(tree.glob("session.json.corrupt-*")) == [kept]
 
 
+@pytest.mark.slow
 def test_sessiontape_run_after_a_truncated_session_json_answers_and_warns_once() -> None:
     first = run_cli("run", "--session-name", NAME, "Plan a day in Lisbon")
     assert first.returncode == 0, first.stderr

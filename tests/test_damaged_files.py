@@ -27,7 +27,7 @@ from scripted import call, final, model, tools_step, usage
 
 from sessiontape import Recorder
 
-pytestmark = pytest.mark.xdist_group("damaged_files")
+pytestmark = pytest.mark.slow
 
 
 def record(base: Path) -> dict[str, Path]:

@@ -46,8 +46,7 @@ from sessiontape.storage.db import DamagedDatabase
 from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths
 
-# Its module fixture builds every world once: keep its tests together (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("damaged_store")
+pytestmark = pytest.mark.slow
 
 CONVERSATIONS = {("ann", "porto"): "take the tram", ("bob", "oslo"): "take the ferry"}
 

@@ -146,6 +146,7 @@ def test_every_example_is_checked() -> None:
 
 
 @pytest.mark.parametrize("script", sorted(EXAMPLES))
+@pytest.mark.slow
 def test_examples_print_and_record_what_they_say(script: str) -> None:
     done = run(sys.executable, REPO / "examples" / script)
     assert done.returncode == 0, done.stderr
@@ -153,6 +154,7 @@ def test_examples_print_and_record_what_they_say(script: str) -> None:
     EXAMPLES[script](done.stdout)
 
 
+@pytest.mark.slow
 def test_everything_recorded_is_private_whatever_the_umask(isolated_env: Path) -> None:
     """Directories 0700, files 0600 (the store's -wal/-shm too), even under umask 000."""
     for _ in range(2):  # the second run continues: reopened files keep their modes

@@ -17,6 +17,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Agent
 from harness import EXECUTABLE, run, run_cli, snapshot
 from scripted import final, model
@@ -85,6 +86,7 @@ def _link(store: Path, name: str, value: str | None = None, *, delete: bool = Fa
     return str(row[0]) if row else ""
 
 
+@pytest.mark.slow
 def test_doctor_lists_each_fault_and_fix_repairs_the_safe_ones_keeping_every_turn() -> None:
     recs = {name: asyncio.run(_record(name)) for name in NAMES}
     dirs = {name: rec.session_dir for name, rec in recs.items()}

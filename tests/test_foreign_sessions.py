@@ -35,9 +35,6 @@ from sessiontape import Recorder
 from sessiontape.storage.names import reported_model
 from sessiontape.storage.paths import project_hash
 
-# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("foreign_sessions")
-
 PROJECT = "/home/dev/proj"
 ANN = "ann@example.com"
 JOHN = "john@example.com"

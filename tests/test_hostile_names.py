@@ -180,9 +180,9 @@ def record_twice(user: str, session: str, agent_name: str) -> tuple[Recorder, Re
 @NAMES
 def test_recorder_with_hostile_names_records_and_continues(isolated_env: Path, raw: str) -> None:
     """The name as user id, session name and agent name at once."""
-    # Recorder(session_name="") means a fresh default session (as None does): not a
-    # conversation a second Recorder could continue.
-    user, session, agent_name = raw, raw or "session", raw
+    # An empty user or session name is refused (test_an_empty_*_is_refused): "" stands for
+    # the agent's name only.
+    user, session, agent_name = raw or "ann", raw or "session", raw
     first_rec, again, second_model = record_twice(user, session, agent_name)
     assert first_rec.errors == again.errors == 0
     # one conversation: the same log, the same AgentUse session, the whole history
@@ -242,6 +242,12 @@ def test_an_empty_session_name_is_refused() -> None:
     with pytest.raises(ValueError, match="empty"):
         Recorder("ann", "")
     assert Recorder("ann").session_name.startswith("session_")
+
+
+def test_an_empty_user_id_is_refused() -> None:
+    """No user is no one to file a conversation under (skilled_crew keys it by the user)."""
+    with pytest.raises(ValueError, match="user_id is empty"):
+        Recorder("", "trip")
 
 
 # -- the command line --------------------------------------------------------------------
@@ -364,6 +370,7 @@ def test_run_and_chat_name_the_conversation_on_one_escaped_line(
     assert "agent> the answer" in chat.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_a_recording_warning_names_the_conversation_on_one_escaped_line(
         isolated_env: Path) -> None:
     """The recorder's warning (here: the AgentUse root cannot be made) holds the raw names:
@@ -392,6 +399,7 @@ def test_the_candidates_of_an_ambiguous_name_are_one_line_each(isolated_env: Pat
         f"  {escaped(CLI_SESSION)}  user {user}" for user in sorted(("ann", escaped(CLI_USER)))]
 
 
+@pytest.mark.slow
 def test_the_demo_names_the_conversation_on_one_escaped_line(isolated_env: Path) -> None:
     done = run([EXECUTABLE, "demo", "--user-email", CLI_USER, "--session-name", CLI_SESSION])
     assert done.returncode == 0, done.stderr
@@ -429,6 +437,7 @@ def test_a_transcript_from_the_agentuse_tree_names_agents_and_tools_on_one_line(
     ("run", "\udcff", "session_name '\\udcff' is not valid UTF-8 text"),  # bytes b"\xff"
     ("demo", "", "--session-name is empty (leave it out for the demo's own session)"),
 ])
+@pytest.mark.slow
 def test_run_and_chat_refuse_a_session_name_they_cannot_record(
         isolated_env: Path, verb: str, name: str, said: str) -> None:
     """An empty name is a mistake (an unset variable), not a request for a new session: one
@@ -436,4 +445,14 @@ def test_run_and_chat_refuse_a_session_name_they_cannot_record(
     done = run([EXECUTABLE, verb, "--session-name", name, *(["hello"] if verb == "run" else [])],
                stdin="hello\n")
     assert (done.returncode, done.stdout, done.stderr) == (2, "", f"sessiontape {verb}: {said}\n")
+    assert every_file(SkilletPaths.resolve().state, Path(os.environ["XDG_DATA_HOME"])) == []
+
+
+@pytest.mark.parametrize("verb", ["run", "chat", "demo"])
+def test_an_empty_user_email_is_refused_before_anything_runs(isolated_env: Path,
+                                                             verb: str) -> None:
+    done = run([EXECUTABLE, verb, "--user-email", "", *(["hello"] if verb == "run" else [])],
+               stdin="hello\n")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"sessiontape {verb}: --user-email is empty\n"
     assert every_file(SkilletPaths.resolve().state, Path(os.environ["XDG_DATA_HOME"])) == []

@@ -245,6 +245,7 @@ def test_unprintable_exceptions_and_final_outputs_do_not_break_the_recording() -
     assert turn.complete and turn.final == {"text": final_text}
 
 
+@pytest.mark.slow
 def test_a_100_mb_output_is_recorded_whole() -> None:
     """No cap: the whole output in the tool part, the log line and the store row (about 4 s
     and under 1 GB of peak memory here: docs/performance.md)."""

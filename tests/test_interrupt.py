@@ -40,6 +40,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_ctrl_c_marks_the_session_failed_and_closes_the_turn() -> None:
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
@@ -80,6 +81,7 @@ CRASH = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_an_unhandled_exception_leaves_everything_written_and_marked() -> None:
     done = subprocess.run([sys.executable, "-c", CRASH], cwd=REPO, capture_output=True,
                           text=True, timeout=60, env=os.environ.copy())
@@ -233,6 +235,7 @@ def assert_recorded_as_stopped(session_name: str, later: Sequence[str] = (),
 
 
 @pytest.mark.parametrize("stream", ["--no-stream", "--stream"])
+@pytest.mark.slow
 def test_run_ctrl_c_during_a_blocking_tool_leaves_at_once_recorded_as_stopped(
         terminals: Callable[..., Terminal], project: Path, stream: str) -> None:
     run = terminals("run", stream, "--agent", "blocking_tools:stuck_agent", "--session-name",
@@ -246,6 +249,7 @@ def test_run_ctrl_c_during_a_blocking_tool_leaves_at_once_recorded_as_stopped(
     assert_recorded_as_stopped("stuck")
 
 
+@pytest.mark.slow
 def test_run_ctrl_c_while_blocking_tools_hold_every_executor_thread_stops_at_once(
         terminals: Callable[..., Terminal], project: Path) -> None:
     sys.path.insert(0, str(project))
@@ -262,6 +266,7 @@ def test_run_ctrl_c_while_blocking_tools_hold_every_executor_thread_stops_at_onc
     assert_recorded_as_stopped("stuck", calls=CROWD)
 
 
+@pytest.mark.slow
 def test_run_a_second_ctrl_c_while_the_run_stops_leaves_at_once(
         terminals: Callable[..., Terminal], project: Path) -> None:
     run = terminals("run", "--agent", "blocking_tools:stubborn_agent", "--session-name",
@@ -281,6 +286,7 @@ def test_run_a_second_ctrl_c_while_the_run_stops_leaves_at_once(
 
 
 @pytest.mark.parametrize("leave", ["ctrl-d", "/exit", "ctrl-c"])
+@pytest.mark.slow
 def test_chat_ctrl_c_during_a_blocking_tool_returns_to_the_prompt_and_leaves_at_once(
         terminals: Callable[..., Terminal], project: Path, leave: str) -> None:
     chat = terminals("chat", "--agent", "blocking_tools:stuck_agent", "--session-name",

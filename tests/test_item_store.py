@@ -474,6 +474,7 @@ def _writer(path: str, session_name: str, tag: str, start: Any) -> None:
 
 
 @pytest.mark.parametrize("same_pair", [False, True], ids=["different-pairs", "same-pair"])
+@pytest.mark.slow
 def test_two_processes_write_one_file(db: Path, same_pair: bool) -> None:
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Barrier(2)
@@ -550,6 +551,7 @@ def test_cancelled_add_items_is_all_or_nothing(db: Path, yields: int) -> None:
 # --------------------------------------------------------------------------- exit
 
 
+@pytest.mark.slow
 def test_an_unclosed_store_does_not_block_exit(db: Path) -> None:
     script = textwrap.dedent("""
         import asyncio, sys, threading

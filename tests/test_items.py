@@ -76,9 +76,6 @@ from sessiontape.storage.items import (
     to_protocol_items,
 )
 
-# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("items")
-
 SKILLET_STORE = SKILLET_FIXTURE / ".agent_sessions.sqlite"
 PNG = "data:image/png;base64,iVBORw0KGgo="
 PDF = "data:application/pdf;base64,JVBERi0xLjQK"

@@ -41,9 +41,6 @@ from scripted import call, final, model, reasoning, run_agent, tools_step
 from sessiontape import Recorder
 from sessiontape.storage.log_entries import STEP_TYPES
 
-# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("js_conformance")
-
 JS = REPO / "tests" / "js"
 SCRIPT = JS / "check_items.mjs"
 LOCKFILE = JS / "package-lock.json"

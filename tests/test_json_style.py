@@ -27,9 +27,6 @@ from sessiontape.storage.json_style import (
     value_text,
 )
 
-# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("json_style")
-
 
 @pytest.mark.parametrize(
     ("value", "pretty", "compact"),

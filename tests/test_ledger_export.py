@@ -40,9 +40,6 @@ from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.names import reported_model
 from sessiontape.storage.paths import SkilletPaths
 
-# Its module fixture builds once per worker: keep its tests together (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("ledger_export")
-
 ANN, BOB, CAROL, DAVE = "ann@example.com", "bob@example.com", "carol@example.com", \
     "dave@example.com"
 

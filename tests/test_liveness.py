@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agents import Agent
 from harness import REPO, Lines, now_ms, run_cli, wait_for
 from scripted import final, model, read_session, tool_parts
@@ -83,6 +84,7 @@ def on_disk(directory: Path) -> dict[str, Any]:
     return dict(json.loads((directory / "session.json").read_bytes()))
 
 
+@pytest.mark.slow
 def test_a_killed_recording_is_reported_crashed_and_closed_by_the_next_run() -> None:
     waiting = Lines([sys.executable, "-c", WAITING], cwd=REPO)
     try:
@@ -203,6 +205,7 @@ def interrupted_at_every_depth(dead: LoadedSession) -> int:
     return at
 
 
+@pytest.mark.slow
 def test_a_dead_exchange_is_closed_as_interrupted_at_every_depth() -> None:
     """AgentUse stops a session tree whole (``stopSessionTree``, src/session/manager.ts:
     804-858): every session still running becomes ``error`` and its pending or running
@@ -214,6 +217,7 @@ def test_a_dead_exchange_is_closed_as_interrupted_at_every_depth() -> None:
     assert interrupted_at_every_depth(load_session(directory)) == before
 
 
+@pytest.mark.slow
 def test_the_next_run_closes_a_killed_recording_at_every_depth() -> None:
     directory = killed_in_a_nested_subagent()
     assert listed_status() == CRASHED

@@ -578,6 +578,7 @@ def test_lines_appended_by_another_process_appear(root: Path, follower: Follower
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_new_files_in_new_folders_appear(root: Path, follower: Follower,
         mode: list[str]) -> None:
     write(root / "u" / "s.jsonl", turn("first?", "one"))

@@ -33,8 +33,6 @@ from sessiontape import Recorder
 from sessiontape.storage.ids import new_ulid
 from sessiontape.storage.times import iso_ms
 
-pytestmark = pytest.mark.xdist_group("mixed_conversations")
-
 USER = "john@example.com"
 NAME = "mixed"
 

@@ -22,9 +22,6 @@ from harness import REPO
 
 from sessiontape.storage.version import __version__
 
-# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("packaging")
-
 FOLDERS = {"recorder": "sessiontape", "storage": "sessiontape/storage"}
 OLD_NAMES = ("recorder", "storage")
 
@@ -115,6 +112,7 @@ def test_the_wheel_is_the_changelogs_newest_release(wheel: Path) -> None:
     assert wheel.name.startswith(f"sessiontape-{releases[0]}-")
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_imports_and_runs(installed: Path, tmp_path: Path) -> None:
     probe = (
         "import sys, sessiontape, sessiontape.storage as storage\n"
@@ -227,6 +225,7 @@ def test_every_documented_import_works_from_the_wheel(installed: Path, tmp_path:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_every_name_docs_api_lists_is_importable(installed: Path, tmp_path: Path) -> None:
     """A name in a section of docs/api.md is an attribute of that section's modules, of the
     package itself or a builtin (an exception it raises)."""

@@ -7,6 +7,7 @@ import multiprocessing
 import sqlite3
 from typing import Any
 
+import pytest
 from agents import Agent, function_tool
 from scripted import (
     call,
@@ -95,6 +96,7 @@ def test_recorders_running_together_in_one_loop_stay_apart() -> None:
         assert {i["call_id"] for i in stored[n] if "call_id" in i} == {f"c_p{n}", f"c_sub{n}"}
 
 
+@pytest.mark.slow
 def test_two_processes_record_into_the_same_store() -> None:
     context = multiprocessing.get_context("spawn")
     turns = 4

@@ -151,6 +151,7 @@ THOUSAND = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_thousand_recorders_opened_and_closed_leave_no_threads_or_descriptors() -> None:
     """1 000 recorders of one store in a process of their own (every tenth with a run):
     they share one connection, and once all are closed the process's threads and file

@@ -395,6 +395,7 @@ async def record_bob(name: str) -> Path:
         return rec.log_path
 
 
+@pytest.mark.slow
 def test_user_chooses_whose_conversation_is_renamed_or_pruned(aged: list[Recorded]) -> None:
     bob_log = asyncio.run(record_bob("old-a"))
     ann = original(aged[0])

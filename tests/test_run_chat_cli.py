@@ -22,9 +22,6 @@ from sessiontape.storage.log_reader import SessionLogReader, Turn
 from sessiontape.storage.names import DEFAULT_USER_ID
 from sessiontape.storage.replay_log import ReplayLog
 
-# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("run_chat_cli")
-
 LISBON = ("A day in Lisbon: it is sunny and 21°C, so start in the old town early and end at "
           "a viewpoint for the sunset. The currency conversion failed (XYZ is not supported), "
           "so budget about 80 EUR.")
@@ -132,15 +129,19 @@ def user_messages(items: list[Any]) -> list[str]:
 # -- run: the processes start together (each in its own home), the tests check them ----------
 
 RUNS: dict[str, list[list[str]]] = {
-    "defaults": [["Plan", "a day in Lisbon"]],
-    "twice": [["--session-name", "trip", "Plan a day in Lisbon"],
-              ["--session-name", "trip", "Now Porto please"]],
-    "stream": [["--stream", "--session-name", "streamed", "Plan a day in Madeira"]],
     "module": [["--agent", "my_agents:agent", "--session-name", "mine", "hello"]],
     "factory": [["--agent", "my_agents.py:make_agent", "--session-name", "mine", "hello"]],
     "bad": [["--agent", "my_agents:not_an_agent", "hello"]],
     "model": [["--model", "gpt-4.1-mini", "hello"]],
     "failed": [["--agent", "my_agents:failing_agent", "--session-name", "boom", "hello"]],
+}
+# the demo agent's whole answers, for the tests marked slow (their own fixture: the default
+# run starts none of them)
+DEMO_RUNS: dict[str, list[list[str]]] = {
+    "defaults": [["Plan", "a day in Lisbon"]],
+    "twice": [["--session-name", "trip", "Plan a day in Lisbon"],
+              ["--session-name", "trip", "Now Porto please"]],
+    "stream": [["--stream", "--session-name", "streamed", "Plan a day in Madeira"]],
 }
 
 
@@ -163,21 +164,30 @@ def _run_job(root: Path, agents: Path, commands: list[list[str]]) -> Done:
     return Done(done, root / "skillet")
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Every RUNS entry, started at once (the SDK's import takes seconds per process)."""
-    base = tmp_path_factory.mktemp("runs")
+def _start_jobs(base: Path, jobs: dict[str, list[list[str]]]) -> Any:
+    """Every entry of jobs, started at once (the SDK's import takes seconds per process)."""
     agents = base / "project"
     agents.mkdir()
     (agents / "my_agents.py").write_text(AGENTS)
-    with ThreadPoolExecutor(max_workers=len(RUNS)) as pool:
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         futures = {name: pool.submit(_run_job, base / name, agents, commands)
-                   for name, commands in RUNS.items()}
+                   for name, commands in jobs.items()}
         yield {name: future.result for name, future in futures.items()}
 
 
-def test_run_with_defaults_prints_the_answer_and_the_new_session_name(runs: Any) -> None:
-    job = runs["defaults"]()
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    yield from _start_jobs(tmp_path_factory.mktemp("runs"), RUNS)
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    yield from _start_jobs(tmp_path_factory.mktemp("demo_runs"), DEMO_RUNS)
+
+
+@pytest.mark.slow
+def test_run_with_defaults_prints_the_answer_and_the_new_session_name(demo_runs: Any) -> None:
+    job = demo_runs["defaults"]()
     done = job.last
     assert done.returncode == 0, done.stderr
     assert done.stdout == LISBON + "\n"
@@ -191,8 +201,9 @@ def test_run_with_defaults_prints_the_answer_and_the_new_session_name(runs: Any)
     assert "Traceback" not in done.stderr
 
 
-def test_run_again_replays_the_earlier_turn_before_the_new_answer(runs: Any) -> None:
-    job = runs["twice"]()
+@pytest.mark.slow
+def test_run_again_replays_the_earlier_turn_before_the_new_answer(demo_runs: Any) -> None:
+    job = demo_runs["twice"]()
     first, second = job.processes
     assert first.returncode == 0, first.stderr
     assert second.returncode == 0, second.stderr
@@ -213,8 +224,9 @@ def test_run_again_replays_the_earlier_turn_before_the_new_answer(runs: Any) -> 
     assert [t.complete for t in turns("trip", job.skillet)] == [True, True]
 
 
-def test_run_stream_prints_the_final_text(runs: Any) -> None:
-    job = runs["stream"]()
+@pytest.mark.slow
+def test_run_stream_prints_the_final_text(demo_runs: Any) -> None:
+    job = demo_runs["stream"]()
     done = job.last
     assert done.returncode == 0, done.stderr
     (turn,) = turns("streamed", job.skillet)
@@ -342,6 +354,7 @@ def test_chat_answers_prompts_helps_compacts_and_exits(terminals: Any) -> None:
 
 
 @pytest.mark.parametrize("typed", ["/exit\n", "/help\n", ""], ids=["exit", "help", "eof"])
+@pytest.mark.slow
 def test_a_chat_left_before_its_first_turn_leaves_nothing(isolated_env: Path,
                                                          typed: str) -> None:
     """A chat that ran no turn wrote nothing: no log, no owner record, no folders."""
@@ -351,6 +364,7 @@ def test_a_chat_left_before_its_first_turn_leaves_nothing(isolated_env: Path,
     assert list(isolated_env.rglob("*")) == []
 
 
+@pytest.mark.slow
 def test_chat_replays_an_existing_session_first(terminals: Any) -> None:
     from sessiontape.cli.demo_world import run_demo
 
@@ -385,6 +399,7 @@ def test_chat_replays_an_existing_session_first(terminals: Any) -> None:
     assert lines[0] == "an old prompt" and "Plan a day in Madeira" in lines
 
 
+@pytest.mark.slow
 def test_a_warning_during_an_answer_starts_on_a_line_of_its_own(terminals: Any,
                                                               agents_dir: Path) -> None:
     """The recorder warns (here: a model without a price) while the answer is printed: the
@@ -404,6 +419,7 @@ def test_a_warning_during_an_answer_starts_on_a_line_of_its_own(terminals: Any,
     assert [t.text for t in turns("held")] == ["part two"]
 
 
+@pytest.mark.slow
 def test_chat_ctrl_c_cancels_the_answer_then_leaves_at_the_prompt(terminals: Any,
                                                                     agents_dir: Path) -> None:
     chat = terminals("chat", "--agent", "my_agents:slow_agent", "--session-name", "slow",

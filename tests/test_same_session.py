@@ -25,6 +25,7 @@ from collections import Counter
 from itertools import pairwise
 
 import orjson
+import pytest
 from scripted import record_conversation
 
 from sessiontape.storage.agentuse_reader import load_session, scan_sessions
@@ -60,6 +61,7 @@ def owner(entry: LogEntry) -> str:
     return step["agentName"].split()[-1] if "agentName" in step else step["text"].split()[0]
 
 
+@pytest.mark.slow
 def test_two_processes_record_one_session_at_once() -> None:
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(len(WRITERS))

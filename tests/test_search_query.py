@@ -30,8 +30,6 @@ from sessiontape.storage.catalog import (
 from sessiontape.storage.paths import Locations
 from sessiontape.storage.search_query import fts5_query
 
-pytestmark = pytest.mark.xdist_group("search_query")
-
 # session: (prompt, answer), one turn each, user "ann"
 CONVERSATIONS = {
     "mail": ("Draft the Follow-up e-mail to Ana", "Drafted it"),

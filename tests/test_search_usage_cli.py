@@ -369,6 +369,7 @@ def test_list_csv_holds_what_json_holds(recorded: list[Recorder]) -> None:
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
+@pytest.mark.slow
 def test_search_and_usage_csv_hold_what_json_holds(recorded: list[Recorder]) -> None:
     """search --csv and usage --csv: the values of --json's, a newline in a text kept."""
     record("ann", "odd", ODD, "Rainy, mostly")

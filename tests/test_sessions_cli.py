@@ -34,9 +34,6 @@ from sessiontape import Recorder
 from sessiontape.storage.agentuse_reader import LoadedSession, load_session
 from sessiontape.storage.paths import SkilletPaths
 
-# Its module fixtures build once per worker: keep its tests together (--dist loadgroup).
-pytestmark = pytest.mark.xdist_group("sessions_cli")
-
 ANN, BOB = "ann@example.com", "bob@example.com"
 TABLES = ("session_items", "session_items_archive", "sessiontape_compactions",
           "sessiontape_links")

@@ -21,8 +21,6 @@ from scripted import call, final, model, square, tools_step, usage
 from sessiontape import Recorder
 from sessiontape.storage.times import ms_to_iso
 
-pytestmark = pytest.mark.xdist_group("sessions_list")
-
 CAROL, GUS_A, GUS_B = "carol@example.com", "gus@a.org", "gus@b.org"
 # newest first: gus@b.org's crashed trip, gus@a.org's failed trip, carol's completed kites
 ORDER = [(GUS_B, "trip"), (GUS_A, "trip"), (CAROL, "kites")]

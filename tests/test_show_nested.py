@@ -21,8 +21,6 @@ from test_liveness import NAME, USER, killed_in_a_nested_subagent
 from sessiontape import Recorder
 from sessiontape.storage.liveness import INTERRUPTED
 
-pytestmark = pytest.mark.xdist_group("show_nested")
-
 ANN = "ann@example.com"
 
 
@@ -113,6 +111,7 @@ def test_a_turn_from_the_log_alone_nests_its_subagents_steps(shown: Shown) -> No
     assert turn["number"] == 1 and turn["halted"] is None and turn["complete"] is True
 
 
+@pytest.mark.slow
 def test_a_killed_recording_is_shown_interrupted() -> None:
     """Killed (``kill -9``) while a subagent's subagent waited in a tool: the turn and the
     subagents' exchanges it left open say they were interrupted, at every depth."""

@@ -28,6 +28,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("sessiontape demo: --model needs OPENAI_API_KEY (leave it out to run offline)",
               file=sys.stderr)
         return EXIT_USAGE
+    if args.user_email == "":  # an unset variable: no one to file the conversation under
+        print("sessiontape demo: --user-email is empty", file=sys.stderr)
+        return EXIT_USAGE
     from .finding import store_refuses_run
 
     if store_refuses_run("sessiontape demo"):  # before the Agents SDK is loaded

@@ -58,6 +58,9 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
         eprint(f"sessiontape {verb}: --model {args.model} needs OPENAI_API_KEY "
                "(leave --model out to run the agent as it is)")
         return EXIT_USAGE
+    if args.user_email == "":  # an unset variable: no one to file the conversation under
+        eprint(f"sessiontape {verb}: --user-email is empty")
+        return EXIT_USAGE
     from .finding import store_refuses_run
 
     if store_refuses_run(f"sessiontape {verb}"):  # before the Agents SDK is loaded
