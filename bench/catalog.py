@@ -1,4 +1,4 @@
-"""The catalog (``storage/catalog.py``): build, refresh, search and usage on many sessions.
+"""The catalog (``storage/catalog/index.py``): build, refresh, search and usage on many sessions.
 
 SESSIONS (10 000 by default) recorded conversations are generated as
 ``bench/sessions_listing.py`` generates them (item store, replay logs with owner
@@ -134,7 +134,7 @@ def measure(home: Path, sessions: int) -> tuple[list[tuple[str, str]], dict[str,
     project = make_project(home)
     os.chdir(project)  # the Recorder's project, as the CLI's
 
-    from sessiontape.storage.catalog import Catalog, default_catalog_path
+    from sessiontape.storage.catalog.index import Catalog, default_catalog_path
     from sessiontape.storage.paths import Locations
 
     where = Locations.resolve(project_root=project)  # what the CLI refreshes with

@@ -11,7 +11,7 @@ function_call, output, assistant), added turn by turn on fresh files:
 
 Then, per side: the median ``get_items()`` time, and the size of what a run
 would send the model (``get_items()``: items and estimated tokens, via
-``sessiontape.storage.compaction.estimate_tokens``). Adding is timed per turn on both
+``sessiontape.storage.skillet.compaction.estimate_tokens``). Adding is timed per turn on both
 sides; on the compacted side the time in ``compact()`` is also split
 into the checks that found nothing to do and the ones that compacted. The
 compacted figures should stay flat as N grows. Each size also checks that
@@ -32,15 +32,15 @@ from typing import Any
 
 from timing import median, timed
 
-from sessiontape.storage.compaction import (
+from sessiontape.storage.skillet.compaction import (
     DEFAULT_THRESHOLD,
     CompactingSession,
     CompactionInfo,
     archived_items,
     estimate_tokens,
 )
-from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.summarizers import is_summary
+from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.skillet.summarizers import is_summary
 
 ITEMS_PER_TURN = 5
 READS = 21

@@ -83,8 +83,8 @@ from sessiontape.describe import output_text_delta
 from sessiontape.hooks import RecorderHooks
 from sessiontape.scope import RunScope
 from sessiontape.storage.events import Event
-from sessiontape.storage.item_store import ItemStore
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.skillet.item_store import ItemStore
 
 TARGET_US = 20.0
 WARM_UP_CALLS = 20

@@ -6,7 +6,7 @@ TURNS add_items calls of ITEMS_PER_TURN items each, then full reads and
 whole; reads per call, as medians, so that an occasional full garbage
 collection (which costs both sides alike) does not decide the ratio. The first
 full read is also timed on its own (ours converts every row then; the later ones
-only rows added since: storage/item_store.py's Snapshot).
+only rows added since: storage/skillet/item_store.py's Snapshot).
 
     python bench/item_store.py [--turns 2000] [--dir DIR]
 """
@@ -24,7 +24,7 @@ from typing import Any
 from agents.memory import SQLiteSession
 from timing import median, timed
 
-from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.skillet.item_store import ItemStore
 
 ITEMS_PER_TURN = 5
 FULL_READS = 21

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import orjson
 
-from sessiontape.storage import log_entries as e
+from sessiontape.storage.skillet import log_entries as e
 from sessiontape.storage.times import iso_ms
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")

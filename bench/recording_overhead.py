@@ -54,11 +54,11 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from timing import median
 
 from sessiontape import Price, Recorder
-from sessiontape.storage.compaction import archived_items
 from sessiontape.storage.file_writes import WORKER as FILE_WORKER
-from sessiontape.storage.item_store import ItemStore
 from sessiontape.storage.paths import SkilletPaths
-from sessiontape.storage.summarizers import is_summary
+from sessiontape.storage.skillet.compaction import archived_items
+from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.skillet.summarizers import is_summary
 from sessiontape.writer import WRITER
 
 TARGET_VS_PLAIN = 1.05  # recorded / the same store not recorded

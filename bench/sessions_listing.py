@@ -6,7 +6,7 @@ fsyncs or renames, so generation takes seconds; one worker per CPU):
 
 * the item store: 5 rows per turn in ``session_items`` (user message,
   reasoning, function call, its output, assistant message) and the pair's row
-  in ``sessiontape_links``; WAL mode, as :class:`sessiontape.storage.item_store.ItemStore`
+  in ``sessiontape_links``; WAL mode, as :class:`sessiontape.storage.skillet.item_store.ItemStore`
   leaves it;
 * the JSONL replay log with its owner record: 1-3 turns of ``user_message``,
   agent/tool/text steps and ``final_result``;
@@ -60,11 +60,11 @@ import orjson
 from timing import median, timed_sync, with_bytecode
 from ulid import ULID
 
-from sessiontape.storage import log_entries as e
-from sessiontape.storage.item_store import SCHEMA as ITEM_SCHEMA
 from sessiontape.storage.json_style import dumps_compact, dumps_pretty
-from sessiontape.storage.links import SCHEMA as LINKS_SCHEMA
 from sessiontape.storage.names import sanitize_agent_name, sanitize_log_name
+from sessiontape.storage.skillet import log_entries as e
+from sessiontape.storage.skillet.item_store import SCHEMA as ITEM_SCHEMA
+from sessiontape.storage.skillet.links import SCHEMA as LINKS_SCHEMA
 from sessiontape.storage.times import ms_to_iso
 
 EXECUTABLE = Path(sys.executable).with_name("sessiontape")
@@ -325,7 +325,7 @@ def parse_every_file(roots: list[Path]) -> int:
 
 
 def profile_listing(top: int) -> str:
-    from sessiontape.storage.sessions import list_sessions
+    from sessiontape.storage.catalog.sessions import list_sessions
 
     profiler = cProfile.Profile()
     profiler.enable()
@@ -356,8 +356,8 @@ def measure(home: Path, sessions: int, repeat: int) -> list[tuple[str, str, str,
         "a generated session did not list whole"
     assert sum(s["items"] for s in listed) == sum(ITEMS_PER_TURN * s["turns"] for s in listed)
 
-    import sessiontape.storage.item_store  # noqa: F401  (list_sessions imports the Agents SDK: not timed)
-    from sessiontape.storage.sessions import find_session, list_sessions, show_session
+    import sessiontape.storage.skillet.item_store  # noqa: F401  (list_sessions imports the Agents SDK: not timed)
+    from sessiontape.storage.catalog.sessions import find_session, list_sessions, show_session
 
     startup = run_timed([exe, "sessions", "list", "--json"],
                         {**os.environ, **environment(empty)}, repeat)

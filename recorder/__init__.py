@@ -18,7 +18,7 @@ from sessiontape.storage.version import __version__ as __version__
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "pricing": ["DEFAULT_PRICES", "Price", "PriceTable"],
     "recorder": ["Recorder", "RecorderBusyError", "RecorderClosedError", "RecorderError"],
-})
+}, defined=("__version__",))
 
 
 # For type checkers, which cannot read the computed __all__: `X as X` re-exports X.

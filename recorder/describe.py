@@ -31,8 +31,8 @@ from openai.types.responses import (
 )
 
 from sessiontape.storage.events import AgentInfo, Tokens, ToolInfo, Usage
-from sessiontape.storage.items import content_text
 from sessiontape.storage.json_style import safe_str, value_text
+from sessiontape.storage.skillet.items import content_text
 
 from .pricing import PriceTable, split_model
 from .sdk_compat import prefixed_mcp_tool_names

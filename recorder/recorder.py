@@ -17,19 +17,23 @@ from agents import Agent, RunConfig, RunHooks, Runner, RunResult, RunResultStrea
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
-from sessiontape.storage.agentuse_sink import AgentUseSink
-from sessiontape.storage.compaction import DEFAULT_THRESHOLD, CompactingSession, CompactionInfo
+from sessiontape.storage.agentuse.sink import AgentUseSink
 from sessiontape.storage.db import ReadOnlyDatabase
 from sessiontape.storage.events import Compacted, Event, Sink
 from sessiontape.storage.file_writes import WORKER as FILE_WORKER
-from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.links import agentuse_dir_for, find_agentuse_dir
 from sessiontape.storage.names import DEFAULT_USER_ID, UnsafePathError, default_session_name
 from sessiontape.storage.paths import SkilletPaths, project_key, sessions_root_for_key
 from sessiontape.storage.redaction import Redactor, as_redactor
-from sessiontape.storage.replay_log import ReplayLog
-from sessiontape.storage.skillet_sink import SkilletLogSink
-from sessiontape.storage.summarizers import Summarizer
+from sessiontape.storage.skillet.compaction import (
+    DEFAULT_THRESHOLD,
+    CompactingSession,
+    CompactionInfo,
+)
+from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.skillet.links import agentuse_dir_for, find_agentuse_dir
+from sessiontape.storage.skillet.replay_log import ReplayLog
+from sessiontape.storage.skillet.sink import SkilletLogSink
+from sessiontape.storage.skillet.summarizers import Summarizer
 
 from .hooks import ModelResponded, RecorderHooks, model_call_finished
 from .pricing import Price, PriceTable

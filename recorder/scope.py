@@ -36,8 +36,8 @@ from sessiontape.storage.events import (
     ToolStarted,
 )
 from sessiontape.storage.ids import new_ulid
-from sessiontape.storage.items import output_text
 from sessiontape.storage.json_style import safe_str, value_text
+from sessiontape.storage.skillet.items import output_text
 from sessiontape.storage.times import now_ms
 
 from .describe import agent_info, mcp_tools, model_name, user_text

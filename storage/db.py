@@ -20,14 +20,15 @@ The SQL that several modules share is here too: :data:`PAIR`, the filter of one
 ``(user_id, session_name)`` pair (the same columns in every table of ours), :func:`tables`,
 and :data:`META_SCHEMA`, the ``sessiontape_meta`` table of the item store and the ledger.
 Each other table's ``CREATE`` statement is with the one module that writes it
-(``session_items``: :mod:`~sessiontape.storage.item_store`; the archive and compaction
-log: :mod:`~sessiontape.storage.compaction`; the links: :mod:`~sessiontape.storage.links`);
+(``session_items``: :mod:`~sessiontape.storage.skillet.item_store`; the archive and
+compaction log: :mod:`~sessiontape.storage.skillet.compaction`; the links:
+:mod:`~sessiontape.storage.skillet.links`);
 the table names are in :mod:`~sessiontape.storage.tables`.
 
 The item store's aiosqlite connection is made of one of these (opened on aiosqlite's
 thread, then set to WAL). Two other files are not the store and open themselves: the
-catalog (:mod:`~sessiontape.storage.catalog`, its own busy timeout) and the ledger export
-(:mod:`~sessiontape.storage.ledger`, a new file no other process has open).
+catalog (:mod:`~sessiontape.storage.catalog.index`, its own busy timeout) and the ledger export
+(:mod:`~sessiontape.storage.catalog.ledger`, a new file no other process has open).
 """
 
 from __future__ import annotations

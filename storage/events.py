@@ -1,7 +1,7 @@
 """The recorder's event vocabulary: what happened in a run, in order.
 
 The recorder turns SDK callbacks and stream events into these; the sinks
-(:mod:`sessiontape.storage.agentuse_sink`, :mod:`sessiontape.storage.skillet_sink`) turn them into
+(:mod:`sessiontape.storage.agentuse.sink`, :mod:`sessiontape.storage.skillet.sink`) turn them into
 files. Every event carries ``scope`` (one recorded run: the conversation's
 turn, or a nested subagent run inside it) and ``at`` (Unix ms).
 """

@@ -8,21 +8,27 @@ from importlib import import_module
 from typing import Any
 
 
-def lazy_exports(package: str, exports: dict[str, list[str]]
+def lazy_exports(package: str, exports: dict[str, list[str]], defined: tuple[str, ...] = ()
                  ) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``.
 
     ``exports`` maps each submodule to the names it provides; a name is
-    imported from its submodule when first asked for, then kept.
+    imported from its submodule when first asked for, then kept. A name may also be a
+    module inside that submodule (``{"skillet": ["log_entries"]}``). ``defined``: names
+    the package defines itself, listed beside them.
     """
     module_of = {name: module for module, names in exports.items() for name in names}
-    names = sorted([*module_of, "__version__"])
+    names = sorted([*module_of, *defined])
 
     def __getattr__(name: str) -> Any:
         module = module_of.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(import_module(f".{module}", package), name)
+        owner = import_module(f".{module}", package)
+        try:
+            value = getattr(owner, name)
+        except AttributeError:  # not a name the module defines: a module inside it
+            value = import_module(f".{module}.{name}", package)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -19,8 +19,8 @@ from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import LoadedMessage, LoadedSession, load_session
-from sessiontape.storage.log_reader import SessionLogReader, Turn
+from sessiontape.storage.agentuse.reader import LoadedMessage, LoadedSession, load_session
+from sessiontape.storage.skillet.log_reader import SessionLogReader, Turn
 
 __all__ = [
     "PRICED_MODEL",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sessiontape.storage.agentuse_reader import CorruptFileError, load_session, scan_sessions
-from sessiontape.storage.agentuse_writer import (
+from sessiontape.storage.agentuse.reader import CorruptFileError, load_session, scan_sessions
+from sessiontape.storage.agentuse.writer import (
     WRITER_VERSION,
     AgentUseSession,
     DocumentWrites,

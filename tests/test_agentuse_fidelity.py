@@ -53,9 +53,9 @@ from scripted import (
 )
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import LoadedMessage, load_session, scan_sessions
-from sessiontape.storage.agentuse_sink import AgentUseSink
-from sessiontape.storage.agentuse_writer import AgentUseSession
+from sessiontape.storage.agentuse.reader import LoadedMessage, load_session, scan_sessions
+from sessiontape.storage.agentuse.sink import AgentUseSink
+from sessiontape.storage.agentuse.writer import AgentUseSession
 from sessiontape.storage.events import (
     AgentInfo,
     ModelCallFinished,

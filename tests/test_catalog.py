@@ -1,4 +1,4 @@
-"""The catalog (``storage/catalog.py``): one SQLite index of every conversation.
+"""The catalog (``storage/catalog/index.py``): one SQLite index of every conversation.
 
 The module's world records conversations in-process with the real SDK Runner on scripted
 models (parallel tool calls, an ``Agent.as_tool`` subagent, a failing tool, a handoff, a
@@ -31,9 +31,8 @@ from harness import isolated
 from scripted import call, fail, final, model, reasoning, run_agent, square, tools_step, usage
 
 from sessiontape import Recorder
-from sessiontape.storage import log_entries
-from sessiontape.storage.agentuse_reader import LoadedSession, load_session
-from sessiontape.storage.catalog import (
+from sessiontape.storage.agentuse.reader import LoadedSession, load_session
+from sessiontape.storage.catalog.index import (
     SCHEMA_VERSION,
     SNIPPET_END,
     SNIPPET_START,
@@ -42,18 +41,19 @@ from sessiontape.storage.catalog import (
     SearchSyntaxError,
     default_catalog_path,
 )
-from sessiontape.storage.file_writes import atomic_write
-from sessiontape.storage.ids import new_ulid
-from sessiontape.storage.item_store import SCHEMA as ITEM_SCHEMA
-from sessiontape.storage.json_style import dumps_compact
-from sessiontape.storage.log_reader import SessionLogReader
-from sessiontape.storage.paths import Locations, SkilletPaths
-from sessiontape.storage.sessions import (
+from sessiontape.storage.catalog.sessions import (
     UnknownSessionError,
     find_session,
     list_sessions,
     store_growth,
 )
+from sessiontape.storage.file_writes import atomic_write
+from sessiontape.storage.ids import new_ulid
+from sessiontape.storage.json_style import dumps_compact
+from sessiontape.storage.paths import Locations, SkilletPaths
+from sessiontape.storage.skillet import log_entries
+from sessiontape.storage.skillet.item_store import SCHEMA as ITEM_SCHEMA
+from sessiontape.storage.skillet.log_reader import SessionLogReader
 from sessiontape.storage.tables import ARCHIVE_TABLE
 
 ANN, BOB = "ann@example.com", "bob@example.com"

@@ -21,9 +21,9 @@ from harness import EXECUTABLE, cli_environ, run_cli, run_many
 from scripted import final, model, usage
 
 from sessiontape import Recorder
-from sessiontape.storage.catalog import SCHEMA_VERSION, default_catalog_path
+from sessiontape.storage.catalog.index import SCHEMA_VERSION, default_catalog_path
+from sessiontape.storage.catalog.sessions import find_session, list_sessions
 from sessiontape.storage.paths import Locations
-from sessiontape.storage.sessions import find_session, list_sessions
 
 
 def record(user: str, name: str, answer: str) -> None:

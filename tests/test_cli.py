@@ -20,11 +20,11 @@ from scripted import final, model, run_agent
 from sessiontape import Recorder
 from sessiontape.cli import VERBS
 from sessiontape.cli.conversation import describe_compaction
-from sessiontape.storage import log_entries
-from sessiontape.storage.catalog import default_catalog_path
-from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.catalog.index import default_catalog_path
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
+from sessiontape.storage.skillet import log_entries
+from sessiontape.storage.skillet.item_store import ItemStore
 from sessiontape.storage.version import __version__
 
 
@@ -110,13 +110,13 @@ def test_show_and_search_load_no_sdk_no_writer_no_asyncio() -> None:
                       log_entries.final_result("see the museums")):
             log.write(dumps_compact(entry) + b"\n")
     heavy = {"agents", "asyncio", "sessiontape.storage.file_writes",
-             "sessiontape.storage.events", "sessiontape.storage.log_follow"}
+             "sessiontape.storage.events", "sessiontape.storage.skillet.log_follow"}
     assert "sessiontape.storage.file_writes" in imported_by("catalog", "refresh")
     for _ in range(2):
         shown = set(imported_by("sessions", "show", "trip", "--json"))
         assert "sessiontape.cli.show" in shown and not heavy & shown, heavy & shown
         found = set(imported_by("search", "rainy", "--json"))
-        assert "sessiontape.storage.catalog" in found and not heavy & found, heavy & found
+        assert "sessiontape.storage.catalog.index" in found and not heavy & found, heavy & found
     hits = json.loads(run("search", "rainy", "--json").stdout)
     assert [(hit["session"], hit["turn"]) for hit in hits] == [("trip", 1)]
 

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.types.responses import ResponseCompactionItem
 
-from sessiontape.storage.compaction import (
+from sessiontape.storage.skillet.compaction import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
     AutoCompactingSession,
@@ -35,9 +35,9 @@ from sessiontape.storage.compaction import (
     is_candidate,
     plan_compaction,
 )
-from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.items import from_protocol, is_protocol_item
-from sessiontape.storage.summarizers import (
+from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.skillet.items import from_protocol, is_protocol_item
+from sessiontape.storage.skillet.summarizers import (
     SUMMARY_HEADER,
     DeterministicSummarizer,
     ModelSummarizer,
@@ -810,10 +810,10 @@ CHILD = textwrap.dedent("""
     import asyncio, json, os, signal, sqlite3, sys
     from pathlib import Path
 
-    import sessiontape.storage.compaction as compaction
-    from sessiontape.storage.compaction import CompactingSession
-    from sessiontape.storage.item_store import ItemStore
-    from sessiontape.storage.summarizers import DeterministicSummarizer
+    import sessiontape.storage.skillet.compaction as compaction
+    from sessiontape.storage.skillet.compaction import CompactingSession
+    from sessiontape.storage.skillet.item_store import ItemStore
+    from sessiontape.storage.skillet.summarizers import DeterministicSummarizer
 
     mode, path, keep = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     last_turn = json.loads(sys.argv[4])

@@ -33,7 +33,7 @@ from scripted import (
 )
 
 from sessiontape import Recorder
-from sessiontape.storage.compaction import (
+from sessiontape.storage.skillet.compaction import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
     DEFAULT_THRESHOLD,
@@ -41,8 +41,12 @@ from sessiontape.storage.compaction import (
     estimate_tokens,
     is_candidate,
 )
-from sessiontape.storage.log_entries import STEP_TYPES
-from sessiontape.storage.summarizers import DeterministicSummarizer, is_summary, summary_text
+from sessiontape.storage.skillet.log_entries import STEP_TYPES
+from sessiontape.storage.skillet.summarizers import (
+    DeterministicSummarizer,
+    is_summary,
+    summary_text,
+)
 
 USER = "ann@example.com"
 TURNS = 30

@@ -12,7 +12,7 @@ from pathlib import Path
 from test_compaction import NAME, USER, opened, turn
 from test_js_conformance import check_items, js_sdk  # noqa: F401 (its autouse fixture)
 
-from sessiontape.storage.summarizers import SUMMARY_HEADER
+from sessiontape.storage.skillet.summarizers import SUMMARY_HEADER
 
 
 def test_a_compacted_store_passes_and_sends_its_summary_once(tmp_path: Path) -> None:

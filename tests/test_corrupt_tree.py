@@ -22,7 +22,7 @@ from scripted import call, final, model, square, tools_step, usage
 from test_human_in_the_loop import agent_asking, approve_in_a_new_recorder, paused_for_approval
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import load_session, read_json_object
+from sessiontape.storage.agentuse.reader import load_session, read_json_object
 from sessiontape.storage.paths import agentuse_data_root
 
 USER, NAME = "ann@example.com", "trip"

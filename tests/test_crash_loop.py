@@ -24,11 +24,11 @@ import pytest
 from crash_driver import SESSION, USER, final_text
 from harness import REPO
 
-from sessiontape.storage.agentuse_reader import load_session, scan_sessions
-from sessiontape.storage.links import find_agentuse_dir
-from sessiontape.storage.log_owners import find_log_path
-from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.agentuse.reader import load_session, scan_sessions
 from sessiontape.storage.paths import SkilletPaths, agentuse_data_root
+from sessiontape.storage.skillet.links import find_agentuse_dir
+from sessiontape.storage.skillet.log_owners import find_log_path
+from sessiontape.storage.skillet.log_reader import SessionLogReader
 from sessiontape.storage.tables import ARCHIVE_TABLE
 
 DRIVER = REPO / "tests" / "crash_driver.py"

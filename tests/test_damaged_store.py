@@ -41,10 +41,10 @@ from harness import EXECUTABLE, isolated, isolated_environ, run_many, snapshot
 from scripted import final, model, usage
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import load_session
+from sessiontape.storage.agentuse.reader import load_session
 from sessiontape.storage.db import DamagedDatabase
-from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.skillet.log_reader import SessionLogReader
 
 pytestmark = pytest.mark.slow
 

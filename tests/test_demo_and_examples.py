@@ -13,12 +13,12 @@ import pytest
 from harness import EXECUTABLE, REPO, cli_environ
 from harness import run as run_process
 
-from sessiontape.storage.agentuse_reader import LoadedSession, load_session
-from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.log_reader import SessionLogReader, Turn
+from sessiontape.storage.agentuse.reader import LoadedSession, load_session
 from sessiontape.storage.names import DEFAULT_USER_ID
 from sessiontape.storage.paths import SkilletPaths
-from sessiontape.storage.replay_log import ReplayLog
+from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.skillet.log_reader import SessionLogReader, Turn
+from sessiontape.storage.skillet.replay_log import ReplayLog
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:

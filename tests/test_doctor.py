@@ -1,4 +1,5 @@
-"""``sessiontape doctor``: what is wrong with the layouts, and ``--fix`` (storage/doctor.py).
+"""``sessiontape doctor``: what is wrong with the layouts, and ``--fix``
+(storage/catalog/doctor.py).
 
 A world with one fault of each kind: ``doctor --json`` lists each with its repair; ``doctor
 --fix`` repairs the safe ones and a second ``doctor`` finds only what it cannot repair;
@@ -25,10 +26,10 @@ from test_liveness import USER as KILLED_USER
 from test_liveness import interrupted_at_every_depth, killed_in_a_nested_subagent
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import load_session, read_json_object
-from sessiontape.storage.catalog import SCHEMA_VERSION, default_catalog_path, stored_schema
-from sessiontape.storage.doctor import diagnose
-from sessiontape.storage.liveness import RecordingLock
+from sessiontape.storage.agentuse.liveness import RecordingLock
+from sessiontape.storage.agentuse.reader import load_session, read_json_object
+from sessiontape.storage.catalog.doctor import diagnose
+from sessiontape.storage.catalog.index import SCHEMA_VERSION, default_catalog_path, stored_schema
 from sessiontape.storage.paths import Locations, SkilletPaths
 
 USER = "ann@example.com"

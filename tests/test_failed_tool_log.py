@@ -33,8 +33,8 @@ from scripted import (
 
 from sessiontape import Recorder
 from sessiontape.cli.transcript import render_turns
-from sessiontape.storage.agentuse_reader import load_session
-from sessiontape.storage.agentuse_sink import AgentUseSink
+from sessiontape.storage.agentuse.reader import load_session
+from sessiontape.storage.agentuse.sink import AgentUseSink
 from sessiontape.storage.events import (
     AgentInfo,
     Event,
@@ -44,9 +44,9 @@ from sessiontape.storage.events import (
     ToolFinished,
     ToolStarted,
 )
-from sessiontape.storage.log_entries import STEP_TYPES
-from sessiontape.storage.replay_log import ReplayLog
-from sessiontape.storage.skillet_sink import SkilletLogSink
+from sessiontape.storage.skillet.log_entries import STEP_TYPES
+from sessiontape.storage.skillet.replay_log import ReplayLog
+from sessiontape.storage.skillet.sink import SkilletLogSink
 
 WAYS = pytest.mark.parametrize("way", ["rec.run", "rec.run_streamed", "Runner.run_streamed"])
 

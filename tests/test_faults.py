@@ -30,8 +30,8 @@ from scripted import call, final, model, read_session, read_turns, run_agent, to
 
 from sessiontape import Recorder, RecorderError
 from sessiontape.storage.file_writes import WORKER
-from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths, agentuse_data_root
+from sessiontape.storage.skillet.log_reader import SessionLogReader
 
 BULK = 20_000  # a tool output this long needs new pages in the store
 

@@ -31,15 +31,15 @@ from harness import now_ms, run_cli, snapshot
 from scripted import call, final, model, parts, reasoning, run_agent, steps_of, tools_step, usage
 
 from sessiontape import Recorder
-from sessiontape.storage import fork
-from sessiontape.storage.agentuse_reader import LoadedSession, load_session
-from sessiontape.storage.compaction import archived_items
+from sessiontape.storage.agentuse.reader import LoadedSession, load_session
+from sessiontape.storage.catalog import fork
 from sessiontape.storage.ids import ulid_ms
-from sessiontape.storage.links import find_agentuse_dir
-from sessiontape.storage.log_owners import log_owner
-from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths
-from sessiontape.storage.summarizers import is_summary
+from sessiontape.storage.skillet.compaction import archived_items
+from sessiontape.storage.skillet.links import find_agentuse_dir
+from sessiontape.storage.skillet.log_owners import log_owner
+from sessiontape.storage.skillet.log_reader import SessionLogReader
+from sessiontape.storage.skillet.summarizers import is_summary
 
 ANN = "ann@example.com"
 ULID = re.compile(rb"[0-9A-HJKMNP-TV-Z]{26}")
@@ -274,7 +274,7 @@ def test_a_fork_holds_turns_1_to_n_in_every_layout_and_the_original_is_untouched
     assert new.info["forkedFrom"] == {"sessionId": old.id,
                                       "messageId": old.messages[1].info["id"]}
     assert "recorder" not in new.info
-    # tools.json as the recorder writes it (compact: storage/agentuse_writer.py)
+    # tools.json as the recorder writes it (compact: storage/agentuse/writer.py)
     assert (new_dir / "tools.json").read_bytes() == (trip.session_dir / "tools.json").read_bytes()
     # every id is new: the original's appear only in forkedFrom
     old_ids = {m for p in files_under(trip.session_dir) for m in ULID.findall(p.read_bytes())}

@@ -27,12 +27,12 @@ from scripted import call, final, model, run_agent, tools_step, usage
 from test_log_reader import READERS, text_line, texts
 
 from sessiontape import Recorder
-from sessiontape.storage import log_entries as le
-from sessiontape.storage.agentuse_reader import CorruptFileError, load_session, scan_sessions
-from sessiontape.storage.agentuse_writer import AgentUseSession
+from sessiontape.storage.agentuse.reader import CorruptFileError, load_session, scan_sessions
+from sessiontape.storage.agentuse.writer import AgentUseSession
 from sessiontape.storage.json_style import dumps_compact
-from sessiontape.storage.log_reader import SessionLogReader, SessionLogTailer
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.skillet import log_entries as le
+from sessiontape.storage.skillet.log_reader import SessionLogReader, SessionLogTailer
 
 SECRET = "SECRET-OUTSIDE-THE-ROOT"
 
@@ -478,7 +478,7 @@ def test_cli_readers_on_a_damaged_world(isolated_env: Path) -> None:
     assert listed["wrong-types"]["tokens"] == 4  # the subagent's; the bad message counts 0
     for name, path in bad.items():
         # Every one has its usage: a tree that cannot be read gives way to the log's
-        # model_call lines (the one rule of storage/timeline.py), and parts are not read
+        # model_call lines (the one rule of storage/catalog/timeline.py), and parts are not read
         # for totals; each damaged file is named.
         assert listed[name]["tokens"] == listed["intact"]["tokens"], name
         if name not in ("bad-part", "hostile-log"):
@@ -512,7 +512,7 @@ def test_cli_readers_on_a_damaged_world(isolated_env: Path) -> None:
 @pytest.mark.parametrize("link", ["file", "user-dir"])
 def test_the_log_writer_does_not_write_through_a_link(tmp_path: Path, link: str) -> None:
     from sessiontape.storage.names import UnsafePathError
-    from sessiontape.storage.replay_log import ReplayLog
+    from sessiontape.storage.skillet.replay_log import ReplayLog
 
     root, outside = tmp_path / "logs", tmp_path / "outside"
     outside.mkdir()
@@ -602,7 +602,7 @@ def test_show_warns_about_a_corrupt_part() -> None:
 
 
 def test_show_with_a_message_whose_time_is_not_an_object() -> None:
-    from sessiontape.storage.sessions import find_session, show_session
+    from sessiontape.storage.catalog.sessions import find_session, show_session
 
     rec = _record("ann", "times", "one", "two")
     assert rec.session_dir is not None

@@ -33,13 +33,13 @@ from scripted import (
 )
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import load_session, scan_sessions
-from sessiontape.storage.agentuse_writer import AgentUseSession
-from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.log_owners import log_owner
-from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.agentuse.reader import load_session, scan_sessions
+from sessiontape.storage.agentuse.writer import AgentUseSession
 from sessiontape.storage.paths import SkilletPaths
-from sessiontape.storage.replay_log import ReplayLog
+from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.skillet.log_owners import log_owner
+from sessiontape.storage.skillet.log_reader import SessionLogReader
+from sessiontape.storage.skillet.replay_log import ReplayLog
 
 CAFE_NFC = unicodedata.normalize("NFC", "Café")
 CAFE_NFD = unicodedata.normalize("NFD", "Café")

@@ -38,7 +38,7 @@ from scripted import (
 )
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import read_json_object, scan_sessions
+from sessiontape.storage.agentuse.reader import read_json_object, scan_sessions
 from sessiontape.storage.json_style import (
     CIRCULAR,
     MAX_DEPTH,
@@ -48,8 +48,8 @@ from sessiontape.storage.json_style import (
     js_values,
     loads,
 )
-from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.skillet.log_reader import SessionLogReader
 
 
 class Unprintable:

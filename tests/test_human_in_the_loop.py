@@ -20,7 +20,7 @@ from agentuse_views import listed_approval, show_lines
 from scripted import call, final, model, read_session, read_turns, store_items, tools_step
 
 from sessiontape import Recorder
-from sessiontape.storage.log_entries import STEP_TYPES
+from sessiontape.storage.skillet.log_entries import STEP_TYPES
 
 
 @function_tool(needs_approval=True)

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from harness import EXECUTABLE, REPO, Terminal, cli_environ, sigint_default, wait_for
 
-from sessiontape.storage.agentuse_reader import load_session
-from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.agentuse.reader import load_session
 from sessiontape.storage.names import DEFAULT_USER_ID
-from sessiontape.storage.replay_log import ReplayLog
+from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.skillet.log_reader import SessionLogReader
+from sessiontape.storage.skillet.replay_log import ReplayLog
 
 SCRIPT = textwrap.dedent("""
     import asyncio, sys

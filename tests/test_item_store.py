@@ -1,4 +1,4 @@
-"""The skillet SQLite item store (storage/item_store.py) against FORMATS.md section 2.
+"""The skillet SQLite item store (storage/skillet/item_store.py) against FORMATS.md section 2.
 
 Every test drives the store through ``asyncio.run`` and checks the file with a
 plain ``sqlite3`` connection of its own, so that what is asserted is what
@@ -32,8 +32,8 @@ from agents.memory import SessionSettings
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from harness import REPO, WAIT, next_millisecond, snapshot
 
-from sessiontape.storage.item_store import ItemStore, StoredSession
-from sessiontape.storage.items import item_shape
+from sessiontape.storage.skillet.item_store import ItemStore, StoredSession
+from sessiontape.storage.skillet.items import item_shape
 
 USER = "john@example.com"
 STORE_NAME = ".agent_sessions.sqlite"
@@ -555,7 +555,7 @@ def test_cancelled_add_items_is_all_or_nothing(db: Path, yields: int) -> None:
 def test_an_unclosed_store_does_not_block_exit(db: Path) -> None:
     script = textwrap.dedent("""
         import asyncio, sys, threading
-        from sessiontape.storage.item_store import ItemStore
+        from sessiontape.storage.skillet.item_store import ItemStore
 
         STORE = ItemStore(sys.argv[1])  # kept alive and never closed, as the Runner does
 
@@ -846,7 +846,7 @@ def test_items_read_are_the_callers_own(db: Path) -> None:
 def test_a_store_keeps_the_converted_items_of_a_bounded_number_of_pairs(db: Path) -> None:
     """Full reads of many conversations through one store keep at most MAX_SNAPSHOTS of
     them converted (the oldest read goes first), and every read stays exact."""
-    from sessiontape.storage.item_store import MAX_SNAPSHOTS
+    from sessiontape.storage.skillet.item_store import MAX_SNAPSHOTS
 
     async def body(store: ItemStore) -> None:
         names = [f"s{n}" for n in range(MAX_SNAPSHOTS + 5)]

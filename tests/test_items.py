@@ -1,5 +1,5 @@
 """Conversion between the Python Agents SDK's items and the JS SDK's protocol items
-(storage/items.py), against the items the Python SDK really produces, skilled_crew's own
+(storage/skillet/items.py), against the items the Python SDK really produces, skilled_crew's own
 rows, the Python SDK's request builder and the JS SDK itself (tests/js).
 
 The table ``PYTHON_ITEMS`` holds one item of every kind the Python SDK stores, each made
@@ -60,8 +60,8 @@ from openai.types.responses.response_output_item import (
     McpListToolsTool,
 )
 
-from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.items import (
+from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.skillet.items import (
     clip,
     content_text,
     from_protocol,

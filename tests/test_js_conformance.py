@@ -39,7 +39,7 @@ from harness import REPO, WAIT, run, snapshot
 from scripted import call, final, model, reasoning, run_agent, tools_step
 
 from sessiontape import Recorder
-from sessiontape.storage.log_entries import STEP_TYPES
+from sessiontape.storage.skillet.log_entries import STEP_TYPES
 
 JS = REPO / "tests" / "js"
 SCRIPT = JS / "check_items.mjs"

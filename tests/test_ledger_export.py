@@ -29,16 +29,16 @@ from harness import EXECUTABLE, CliResults, isolated, run_many
 from scripted import call, fail, final, model, reasoning, run_agent, square, tools_step, usage
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import LoadedSession, load_session
-from sessiontape.storage.ledger import (
+from sessiontape.storage.agentuse.reader import LoadedSession, load_session
+from sessiontape.storage.catalog.ledger import (
     LEDGER_FORMAT,
     LedgerConversation,
     LedgerSourceError,
     export_ledger,
 )
-from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.names import reported_model
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.skillet.log_reader import SessionLogReader
 
 ANN, BOB, CAROL, DAVE = "ann@example.com", "bob@example.com", "carol@example.com", \
     "dave@example.com"

@@ -1,4 +1,4 @@
-"""A recording whose process died is told from a live one (storage/liveness.py).
+"""A recording whose process died is told from a live one (storage/agentuse/liveness.py).
 
 A recorder holds a lock on its session's directory while it records a run and names
 itself in session.json (``recorder``). After a ``kill -9`` the session still says
@@ -25,14 +25,14 @@ from harness import REPO, Lines, now_ms, run_cli, wait_for
 from scripted import final, model, read_session, tool_parts
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import LoadedSession, load_session
-from sessiontape.storage.agentuse_writer import AgentUseSession
-from sessiontape.storage.liveness import (
+from sessiontape.storage.agentuse.liveness import (
     CRASHED,
     INTERRUPTED,
     close_interrupted,
     reported_status,
 )
+from sessiontape.storage.agentuse.reader import LoadedSession, load_session
+from sessiontape.storage.agentuse.writer import AgentUseSession
 
 USER, NAME = "live@example.com", "killed"
 

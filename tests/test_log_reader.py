@@ -12,14 +12,14 @@ from typing import Any
 import orjson
 import pytest
 
-from sessiontape.storage import log_entries as le
-from sessiontape.storage.log_reader import (
+from sessiontape.storage.skillet import log_entries as le
+from sessiontape.storage.skillet.log_reader import (
     INCOMPLETE_TURN,
     LogEntry,
     SessionLogReader,
     SessionLogTailer,
 )
-from sessiontape.storage.replay_log import ReplayLog
+from sessiontape.storage.skillet.replay_log import ReplayLog
 
 TS = "2026-11-22T10:09:32.893Z"
 MODEL = "openai/gpt-4.1-nano"

@@ -16,9 +16,9 @@ import orjson
 import pytest
 from harness import EXECUTABLE, WAIT, Lines, cli_environ, on_terminal, run_cli, wait_for
 
-from sessiontape.storage import log_entries as e
-from sessiontape.storage.log_reader import SessionLogReader
-from sessiontape.storage.replay_log import ReplayLog
+from sessiontape.storage.skillet import log_entries as e
+from sessiontape.storage.skillet.log_reader import SessionLogReader
+from sessiontape.storage.skillet.replay_log import ReplayLog
 from sessiontape.storage.times import iso_ms
 
 # -- helpers ---------------------------------------------------------------------------
@@ -720,7 +720,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(root: Path) -> None:
 def test_idle_files_are_parked_and_resumed_in_process(tmp_path: Path) -> None:
     """The library: more files than open descriptors allowed; parked files resume where they
     were."""
-    from sessiontape.storage.log_follow import LogStream
+    from sessiontape.storage.skillet.log_follow import LogStream
 
     logs = tmp_path / "logs"
     paths = [write(logs / "u" / f"s{i}.jsonl", line(e.user_message(f"first {i}")))
@@ -747,7 +747,7 @@ def test_idle_files_are_parked_and_resumed_in_process(tmp_path: Path) -> None:
 
 
 def test_a_stream_takes_one_of_on_entry_and_on_entries(tmp_path: Path) -> None:
-    from sessiontape.storage.log_follow import LogStream
+    from sessiontape.storage.skillet.log_follow import LogStream
 
     def quiet(text: str) -> None:
         pass
@@ -765,7 +765,7 @@ def test_a_stream_takes_one_of_on_entry_and_on_entries(tmp_path: Path) -> None:
 def test_formatting_one_entry_or_a_block_gives_the_same_text(tmp_path: Path,
         options: dict[str, bool]) -> None:
     from sessiontape.cli.transcript import EntryFormatter
-    from sessiontape.storage.log_follow import LogSource
+    from sessiontape.storage.skillet.log_follow import LogSource
 
     corpus(tmp_path)
     path = tmp_path / "ann" / "s1.jsonl"
@@ -786,7 +786,7 @@ def test_polling_objects_reads_what_polling_entries_reads(tmp_path: Path) -> Non
     straddle read blocks."""
     import random
 
-    from sessiontape.storage.log_reader import SessionLogTailer
+    from sessiontape.storage.skillet.log_reader import SessionLogTailer
 
     good = [orjson.dumps(e.user_message("x" * size, T1)) for size in (0, 10, 5000, 70000)]
     odd = [b"", b"   ", b"\r", b"\xef\xbb\xbf" + good[0], b'{"kind":"a","n":1e999999}',

@@ -30,10 +30,10 @@ from harness import run_cli
 from scripted import final, model, run_agent
 
 from sessiontape import Recorder
-from sessiontape.storage.items import content_text
-from sessiontape.storage.log_owners import log_owner, owner_record_path
-from sessiontape.storage.log_reader import SessionLogReader
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.skillet.items import content_text
+from sessiontape.storage.skillet.log_owners import log_owner, owner_record_path
+from sessiontape.storage.skillet.log_reader import SessionLogReader
 
 JOHN = "john@example.com"
 # 200 characters; sanitized, 192: over sessiontape 0.3's 120, within skilled_crew's 249.

@@ -10,7 +10,7 @@ first exchange, adding its parts and its tokens to that exchange's totals, and b
 is the conversation's list of turns, the tree adds detail (parts, tokens) to the turns
 sessiontape recorded, and what AgentUse added belongs to the turn whose exchange it
 continued. Every reader (list, show, search, usage, the Ledger export) numbers the turns and
-sums the usage by that one rule (storage/timeline.py).
+sums the usage by that one rule (storage/catalog/timeline.py).
 """
 
 from __future__ import annotations

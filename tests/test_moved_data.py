@@ -24,7 +24,7 @@ from harness import run_cli, snapshot
 from scripted import final, model, read_turns, usage
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import load_session
+from sessiontape.storage.agentuse.reader import load_session
 from sessiontape.storage.paths import SkilletPaths
 
 USER, NAME = "ann@example.com", "trip"

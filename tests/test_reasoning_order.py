@@ -35,7 +35,7 @@ from scripted import (
 )
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import LoadedMessage
+from sessiontape.storage.agentuse.reader import LoadedMessage
 from sessiontape.storage.json_style import loads
 
 WAYS = pytest.mark.parametrize("way", ["rec.run", "rec.run_streamed", "Runner.run",
@@ -126,7 +126,7 @@ def test_several_text_items_of_one_streamed_call_keep_their_order() -> None:
 
 def test_more_reasoning_items_than_set_aside_ids_are_kept_before_the_text(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import sessiontape.storage.agentuse_sink as sink
+    import sessiontape.storage.agentuse.sink as sink
 
     monkeypatch.setattr(sink, "REASONING_SLOTS", 2)
     step = ModelStep(output=[reasoning("a"), reasoning("b"), reasoning("c"), message("done")],

@@ -30,11 +30,11 @@ from scripted import (
 )
 
 from sessiontape import Price, Recorder
-from sessiontape.storage.agentuse_reader import LoadedSession
+from sessiontape.storage.agentuse.reader import LoadedSession
 from sessiontape.storage.events import AgentInfo, RunStarted, TextDelta, ToolStarted
-from sessiontape.storage.log_entries import STEP_TYPES
-from sessiontape.storage.replay_log import ReplayLog
-from sessiontape.storage.skillet_sink import SkilletLogSink
+from sessiontape.storage.skillet.log_entries import STEP_TYPES
+from sessiontape.storage.skillet.replay_log import ReplayLog
+from sessiontape.storage.skillet.sink import SkilletLogSink
 
 PRICED = ("model-a", "model-b", "model-c", "model-r")
 WAYS = pytest.mark.parametrize("way", ["rec.run", "rec.run_streamed", "Runner.run"])

@@ -46,7 +46,7 @@ from scripted import (
 from sessiontape import Price, Recorder
 from sessiontape.sdk_compat import FORMATTER_SEES_TOOL_EXCEPTIONS
 from sessiontape.storage.paths import agentuse_sessions_root
-from sessiontape.storage.replay_log import log_path_for
+from sessiontape.storage.skillet.replay_log import log_path_for
 
 STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
 
@@ -479,7 +479,7 @@ def test_text_chunks(streamed: bool) -> None:
 
 
 def test_a_long_streamed_text_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sessiontape.storage.agentuse_sink as sink
+    import sessiontape.storage.agentuse.sink as sink
 
     monkeypatch.setattr(sink, "TEXT_REWRITE_INTERVAL", 0.0)  # rewrite the part on every chunk
     chunks = [f"chunk {n} é\n" for n in range(200)]
@@ -633,8 +633,8 @@ def test_a_plain_nested_run_inside_a_recorded_tool_is_not_a_subagent() -> None:
 def test_the_users_own_hooks_run_beside_the_recording() -> None:
     from agents.testing import ScriptedModel, assistant_message
 
-    from sessiontape.storage.agentuse_reader import load_session
-    from sessiontape.storage.log_reader import SessionLogReader
+    from sessiontape.storage.agentuse.reader import load_session
+    from sessiontape.storage.skillet.log_reader import SessionLogReader
 
     seen: list[str] = []
 

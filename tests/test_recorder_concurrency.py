@@ -26,7 +26,7 @@ from scripted import (
 )
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import scan_sessions
+from sessiontape.storage.agentuse.reader import scan_sessions
 from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
 
 

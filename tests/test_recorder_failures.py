@@ -26,9 +26,9 @@ from scripted import (
 )
 
 from sessiontape import Recorder, RecorderError
-from sessiontape.storage.agentuse_sink import AgentUseSink
-from sessiontape.storage.log_reader import SessionLogReader
-from sessiontape.storage.skillet_sink import SkilletLogSink
+from sessiontape.storage.agentuse.sink import AgentUseSink
+from sessiontape.storage.skillet.log_reader import SessionLogReader
+from sessiontape.storage.skillet.sink import SkilletLogSink
 
 STREAMED = pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
 
@@ -342,9 +342,9 @@ def test_strict_mode_keeps_the_runs_own_exception(streamed: bool,
 def test_a_linked_directory_without_session_json_is_used_whatever_the_agent() -> None:
     """A process died after linking the conversation to its AgentUse directory and before
     writing session.json; the next run, by another agent, writes into that directory."""
-    from sessiontape.storage.agentuse_reader import load_session, scan_sessions
-    from sessiontape.storage.links import agentuse_dir_for
+    from sessiontape.storage.agentuse.reader import load_session, scan_sessions
     from sessiontape.storage.paths import SkilletPaths, project_key, sessions_root_for_key
+    from sessiontape.storage.skillet.links import agentuse_dir_for
 
     linked = agentuse_dir_for(SkilletPaths.resolve().store_file, "u", "died",
                               sessions_root_for_key(project_key()), "First agent")

@@ -37,7 +37,7 @@ from sessiontape.sdk_compat import (
     formatter_misses_exceptions,
     missing,
 )
-from sessiontape.storage.item_store import ItemStore
+from sessiontape.storage.skillet.item_store import ItemStore
 
 
 def answering(text: str, name: str = "A") -> Agent[Any]:

@@ -100,7 +100,7 @@ def test_nothing_is_sent_over_the_network(monkeypatch: pytest.MonkeyPatch) -> No
     scripted; a real model's own calls are the SDK's, not ours)."""
     import socket
 
-    from sessiontape.storage.sessions import find_session, list_sessions, show_session
+    from sessiontape.storage.catalog.sessions import find_session, list_sessions, show_session
 
     attempts: list[object] = []
 

@@ -39,13 +39,13 @@ from test_fork import (
 )
 
 from sessiontape import Recorder
-from sessiontape.storage import sessions
-from sessiontape.storage.links import find_agentuse_dir
-from sessiontape.storage.liveness import RecordingLock
-from sessiontape.storage.log_owners import log_owner
-from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.agentuse.liveness import RecordingLock
+from sessiontape.storage.catalog import sessions
+from sessiontape.storage.catalog.sessions import find_session, prune_sessions, rename_session
 from sessiontape.storage.paths import Locations, project_hash
-from sessiontape.storage.sessions import find_session, prune_sessions, rename_session
+from sessiontape.storage.skillet.links import find_agentuse_dir
+from sessiontape.storage.skillet.log_owners import log_owner
+from sessiontape.storage.skillet.log_reader import SessionLogReader
 
 TABLES = ("session_items", "session_items_archive", "sessiontape_compactions")
 

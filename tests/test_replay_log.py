@@ -16,16 +16,17 @@ from typing import Any
 import orjson
 import pytest
 
-from sessiontape.storage import log_entries as le
-from sessiontape.storage import replay_log, times
-from sessiontape.storage.log_owners import (
+from sessiontape.storage import times
+from sessiontape.storage.skillet import log_entries as le
+from sessiontape.storage.skillet import replay_log
+from sessiontape.storage.skillet.log_owners import (
     find_log_path,
     log_owner,
     owned_log_path,
     owner_record_path,
 )
-from sessiontape.storage.log_reader import SessionLogReader
-from sessiontape.storage.replay_log import ReplayLog, log_path_for
+from sessiontape.storage.skillet.log_reader import SessionLogReader
+from sessiontape.storage.skillet.replay_log import ReplayLog, log_path_for
 
 TS = "2026-05-27T20:11:02.482Z"
 USER = "john@example.com"

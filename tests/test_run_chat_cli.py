@@ -17,10 +17,10 @@ import pytest
 from harness import EXECUTABLE, Terminal, cli_environ, isolated_environ, run, wait_for
 
 from sessiontape.cli.agent_loader import AgentLoadError, load_agent
-from sessiontape.storage.item_store import ItemStore
-from sessiontape.storage.log_reader import SessionLogReader, Turn
 from sessiontape.storage.names import DEFAULT_USER_ID
-from sessiontape.storage.replay_log import ReplayLog
+from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.skillet.log_reader import SessionLogReader, Turn
+from sessiontape.storage.skillet.replay_log import ReplayLog
 
 LISBON = ("A day in Lisbon: it is sunny and 21°C, so start in the old town early and end at "
           "a viewpoint for the sunset. The currency conversion failed (XYZ is not supported), "

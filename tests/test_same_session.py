@@ -28,13 +28,13 @@ import orjson
 import pytest
 from scripted import record_conversation
 
-from sessiontape.storage.agentuse_reader import load_session, scan_sessions
-from sessiontape.storage.compaction import ARCHIVE_TABLE
-from sessiontape.storage.links import read_links
-from sessiontape.storage.log_owners import find_log_path
-from sessiontape.storage.log_reader import LogEntry, SessionLogReader, group_turns
+from sessiontape.storage.agentuse.reader import load_session, scan_sessions
 from sessiontape.storage.paths import SkilletPaths, agentuse_sessions_root
-from sessiontape.storage.summarizers import is_summary
+from sessiontape.storage.skillet.compaction import ARCHIVE_TABLE
+from sessiontape.storage.skillet.links import read_links
+from sessiontape.storage.skillet.log_owners import find_log_path
+from sessiontape.storage.skillet.log_reader import LogEntry, SessionLogReader, group_turns
+from sessiontape.storage.skillet.summarizers import is_summary
 
 USER = "proc@example.com"  # record_conversation's user
 TURNS = 5

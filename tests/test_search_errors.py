@@ -3,7 +3,7 @@
 AgentUse 0.15 records a failed run as an ``error`` part (``message``, ``code``,
 ``statusCode``, ``detail``: the fixture's ``-failing`` session, written by AgentUse's own
 ``SessionManager.addPart``); sessiontape writes the same part when a run fails
-(storage/agentuse_sink.py ``_run_failed``). People search for the code or the message they
+(storage/agentuse/sink.py ``_run_failed``). People search for the code or the message they
 saw (issue 23 item 12).
 """
 

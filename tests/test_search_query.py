@@ -1,4 +1,4 @@
-"""The search syntax (``storage/search_query.py``) through ``Catalog.search``.
+"""The search syntax (``storage/catalog/search_query.py``) through ``Catalog.search``.
 
 The module's catalog holds conversations recorded with the real SDK Runner on scripted
 models, whose texts are what people type: hyphens, dots, ``+``, quotes, parentheses, lower-case
@@ -20,15 +20,15 @@ from hypothesis import strategies as st
 from scripted import final, model
 
 from sessiontape import Recorder
-from sessiontape.storage.catalog import (
+from sessiontape.storage.catalog.index import (
     SNIPPET_END,
     SNIPPET_START,
     Catalog,
     SearchHit,
     SearchSyntaxError,
 )
+from sessiontape.storage.catalog.search_query import fts5_query
 from sessiontape.storage.paths import Locations
-from sessiontape.storage.search_query import fts5_query
 
 # session: (prompt, answer), one turn each, user "ann"
 CONVERSATIONS = {

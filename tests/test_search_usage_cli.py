@@ -21,10 +21,11 @@ from harness import EXECUTABLE, Terminal, cli_environ, run_cli
 from scripted import call, final, model, read_session, tools_step, usage
 
 from sessiontape import Price, Recorder
-from sessiontape.storage import log_entries, times
-from sessiontape.storage.agentuse_reader import LoadedSession
+from sessiontape.storage import times
+from sessiontape.storage.agentuse.reader import LoadedSession
 from sessiontape.storage.names import reported_model
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.skillet import log_entries
 
 PRICES = {"model-main": Price(2.0, 0.5, 8.0), "model-sub": Price(1.0, 0.25, 4.0)}
 

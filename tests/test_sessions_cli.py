@@ -31,7 +31,7 @@ from harness import (
 from scripted import call, final, model, run_agent, tools_step, usage
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import LoadedSession, load_session
+from sessiontape.storage.agentuse.reader import LoadedSession, load_session
 from sessiontape.storage.paths import SkilletPaths
 
 ANN, BOB = "ann@example.com", "bob@example.com"

@@ -77,7 +77,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     base = tmp_path_factory.mktemp("listing")
     with isolated(base, NO_COLOR="1") as env:
         _record()
-        from sessiontape.storage.sessions import list_sessions
+        from sessiontape.storage.catalog.sessions import list_sessions
 
         last_ms = {(i.user_id or "", i.session_name): i.last_ms or 0 for i in list_sessions()}
     failed_at = ms_to_iso(last_ms[(GUS_A, "trip")]) or ""

@@ -23,7 +23,7 @@ from harness import run_cli
 from scripted import call, final, model, read_session, tool_parts, tools_step
 
 from sessiontape import Recorder
-from sessiontape.storage.agentuse_reader import LoadedSession, load_session
+from sessiontape.storage.agentuse.reader import LoadedSession, load_session
 
 HELPERS = 5
 
@@ -80,7 +80,7 @@ def test_parallel_subagents_get_ids_that_differ_within_12_characters() -> None:
 
 
 def test_a_forks_ids_differ_within_12_characters() -> None:
-    """A fork issues every id of its tree at once (storage/fork.py), in the order of the
+    """A fork issues every id of its tree at once (storage/catalog/fork.py), in the order of the
     original's."""
     original = record_parallel("parallel")
     done = run_cli("sessions", "fork", "parallel", "--at-turn", "1", "--as", "parallel-b",
@@ -101,9 +101,9 @@ def test_a_new_conversation_takes_no_short_id_of_another_recorders_session(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Another process's session begun in the same millisecond may share its first 12
     characters with this one's next id (ids of one process always differ there): a new
-    conversation's directory skips such an id (storage/links.py)."""
-    from sessiontape.storage import links
+    conversation's directory skips such an id (storage/skillet/links.py)."""
     from sessiontape.storage.paths import project_key, sessions_root_for_key
+    from sessiontape.storage.skillet import links
 
     root = sessions_root_for_key(project_key())
     root.mkdir(parents=True)

@@ -19,7 +19,7 @@ from scripted import blocking_agent, call, final, model, run_agent, square, tool
 from test_liveness import NAME, USER, killed_in_a_nested_subagent
 
 from sessiontape import Recorder
-from sessiontape.storage.liveness import INTERRUPTED
+from sessiontape.storage.agentuse.liveness import INTERRUPTED
 
 ANN = "ann@example.com"
 

@@ -1,7 +1,7 @@
 """``sessiontape search``, ``usage`` and ``catalog``: questions answered from the catalog.
 
-``search`` and ``usage`` bring the catalog (:mod:`sessiontape.storage.catalog`, a cache of every
-conversation in the three layouts) up to date first, re-reading only what changed.
+``search`` and ``usage`` bring the catalog (:mod:`sessiontape.storage.catalog.index`, a
+cache of every conversation in the three layouts) up to date first, re-reading only what changed.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from sessiontape.storage.catalog import (
+from sessiontape.storage.catalog.index import (
     GROUPS,
     KINDS,
     SCHEMA_VERSION,

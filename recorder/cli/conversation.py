@@ -27,10 +27,10 @@ from typing import Any, NoReturn, TextIO, TypeVar
 
 from agents import Agent, RunConfig
 
-from sessiontape.storage.compaction import CompactionInfo
 from sessiontape.storage.json_style import value_text
-from sessiontape.storage.log_owners import find_log_path
-from sessiontape.storage.log_reader import SessionLogReader, Turn
+from sessiontape.storage.skillet.compaction import CompactionInfo
+from sessiontape.storage.skillet.log_owners import find_log_path
+from sessiontape.storage.skillet.log_reader import SessionLogReader, Turn
 
 from ..describe import output_text_delta
 from ..pricing import Price

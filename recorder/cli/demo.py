@@ -39,7 +39,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("sessiontape demo: --session-name is empty (leave it out for the demo's own "
               "session)", file=sys.stderr)
         return EXIT_USAGE
-    from sessiontape.storage.log_reader import SessionLogReader
+    from sessiontape.storage.skillet.log_reader import SessionLogReader
 
     from .conversation import Output
     from .demo_world import DEMO_SESSION, demo_paths, run_demo

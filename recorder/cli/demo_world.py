@@ -23,7 +23,7 @@ from openai.types.responses import ResponseReasoningItem, ResponseTextDeltaEvent
 from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
-from sessiontape.storage.log_reader import SessionLogReader
+from sessiontape.storage.skillet.log_reader import SessionLogReader
 
 from ..describe import output_text_delta
 from ..pricing import DEFAULT_PRICES

@@ -1,11 +1,11 @@
 """``sessiontape doctor``: what is wrong with the recorded layouts, and ``--fix`` for what is
-safe to repair (:mod:`sessiontape.storage.doctor`)."""
+safe to repair (:mod:`sessiontape.storage.catalog.doctor`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from sessiontape.storage.doctor import ERROR, Finding, Repaired, diagnose, repair
+from sessiontape.storage.catalog.doctor import ERROR, Finding, Repaired, diagnose, repair
 from sessiontape.storage.paths import Locations
 
 from . import VERBS

@@ -6,16 +6,16 @@ import argparse
 import sqlite3
 from pathlib import Path
 
-from sessiontape.storage.ledger import (
+from sessiontape.storage.catalog.ledger import (
     LedgerConversation,
     LedgerSourceError,
     LedgerSummary,
     export_ledger,
 )
-from sessiontape.storage.paths import Locations
-from sessiontape.storage.sessions import (
+from sessiontape.storage.catalog.sessions import (
     SessionInfo,
 )
+from sessiontape.storage.paths import Locations
 
 from . import VERBS
 from .console import (

@@ -1,9 +1,9 @@
 """Finding conversations for the verbs: from the catalog, else from the layouts.
 
 Every verb that names or lists conversations asks the catalog
-(:mod:`sessiontape.storage.catalog`), brought up to date first (with a progress line on a
+(:mod:`sessiontape.storage.catalog.index`), brought up to date first (with a progress line on a
 terminal while it reads many); a verb that names one brings in line only what its name
-selects (:meth:`~sessiontape.storage.catalog.Catalog.find` with ``where``). When the
+selects (:meth:`~sessiontape.storage.catalog.index.Catalog.find` with ``where``). When the
 catalog cannot be used (locked, read-only, of a newer sessiontape) one line on stderr says
 so and the layouts are read directly, with the same answer, only slower. A damaged item
 store is read as none (``db.connect_readonly``): one line says so, with how to repair it
@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sessiontape.storage.catalog import Catalog, CatalogUnavailable, Listed
+from sessiontape.storage.catalog.index import Catalog, CatalogUnavailable, Listed
 from sessiontape.storage.db import damage
 from sessiontape.storage.names import AmbiguousUserError, match_user
 from sessiontape.storage.paths import Locations, SkilletPaths
@@ -28,7 +28,7 @@ from sessiontape.storage.paths import Locations, SkilletPaths
 from .console import EXIT_FAILURE, EXIT_USAGE, eprint, printable
 
 if TYPE_CHECKING:
-    from sessiontape.storage.sessions import SessionInfo
+    from sessiontape.storage.catalog.sessions import SessionInfo
 
 
 class Progress:
@@ -136,12 +136,12 @@ def conversations(prog: str, project: Path | None, user: str | None, *,
                   since: datetime | None = None, statuses: Collection[str] | None = None,
                   limit: int | None = None) -> list[Listed] | int:
     """Every conversation (of the user ``user`` means, as people type one:
-    :meth:`Catalog.user <sessiontape.storage.catalog.Catalog.user>`), as ``sessions list
-    --json`` shows them, narrowed by :func:`~sessiontape.storage.selection.selected`; or
+    :meth:`Catalog.user <sessiontape.storage.catalog.index.Catalog.user>`), as ``sessions list
+    --json`` shows them, narrowed by :func:`~sessiontape.storage.catalog.selection.selected`; or
     the exit code after saying that ``user`` means several users."""
+    from sessiontape.storage.catalog.selection import selected
+    from sessiontape.storage.catalog.sessions import list_sessions  # the read model: not for search
     from sessiontape.storage.json_style import dumps_compact
-    from sessiontape.storage.selection import selected
-    from sessiontape.storage.sessions import list_sessions  # the read model: not for search
 
     where = Locations.resolve(project_root=project)
     say_store_damage(prog, where)
@@ -166,7 +166,7 @@ def lookup(prog: str, query: str, user: str | None, where: Locations, *,
     user ``user`` means as people type one (:func:`conversations`), in ``where``; or the
     exit code after saying why there is none: 1 unknown, 2 ambiguous (the name, or the
     user)."""
-    from sessiontape.storage.sessions import (
+    from sessiontape.storage.catalog.sessions import (
         AmbiguousSessionError,
         SessionLookupError,
         find_session,

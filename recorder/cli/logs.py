@@ -1,4 +1,4 @@
-"""``sessiontape log stream``: a thin verb over :mod:`sessiontape.storage.log_follow`."""
+"""``sessiontape log stream``: a thin verb over :mod:`sessiontape.storage.skillet.log_follow`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sessiontape.storage.log_follow import LogSource, LogStream, StreamFilter
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.skillet.log_follow import LogSource, LogStream, StreamFilter
 from sessiontape.storage.times import parse_since
 
 from . import VERBS

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from sessiontape.storage.catalog.selection import STATUSES
 from sessiontape.storage.paths import Locations
-from sessiontape.storage.selection import STATUSES
 from sessiontape.storage.times import shown_time
 
 from . import VERBS
@@ -35,8 +35,8 @@ from .console import (
 from .finding import ambiguous_user, answering_catalog, conversations, lookup, store_problem
 
 if TYPE_CHECKING:
-    from sessiontape.storage.fork import ForkResult
-    from sessiontape.storage.sessions import SessionInfo
+    from sessiontape.storage.catalog.fork import ForkResult
+    from sessiontape.storage.catalog.sessions import SessionInfo
 
 PROG = "sessiontape sessions"
 
@@ -142,7 +142,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     found = _lookup(args, where)
     if isinstance(found, int):
         return found
-    from sessiontape.storage.sessions import NoSuchTurnError
+    from sessiontape.storage.catalog.sessions import NoSuchTurnError
 
     from .show import print_session  # the transcript's readers: loaded for this verb only
 
@@ -197,7 +197,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
         if not _confirm("Remove it?"):
             eprint(f"{PROG}: nothing removed")
             return EXIT_FAILURE
-    from sessiontape.storage.sessions import clear_session
+    from sessiontape.storage.catalog.sessions import clear_session
 
     result = clear_session(info, locations=where)
     for kept in result.kept:
@@ -224,7 +224,7 @@ def cmd_path(args: argparse.Namespace) -> int:
         if isinstance(found, int):
             return found
         info = found
-    from sessiontape.storage.sessions import session_locations
+    from sessiontape.storage.catalog.sessions import session_locations
 
     paths = session_locations(info, locations=where)
     if args.json:
@@ -255,7 +255,7 @@ def _fork_summary(result: ForkResult) -> str:
 def cmd_fork(args: argparse.Namespace) -> int:
     """Fork NAME at --at-turn as --as (see docs/cli.md, "sessions fork")."""
     # The fork writes every layout: its writers are loaded for this verb only.
-    from sessiontape.storage.fork import ForkError, TurnRangeError, fork_session
+    from sessiontape.storage.catalog.fork import ForkError, TurnRangeError, fork_session
 
     if not args.new_name:
         eprint(f"{PROG}: --as is empty: the new session needs a name")
@@ -297,7 +297,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
     """Rename NAME to NEW in every layout (see docs/cli.md, "sessions rename")."""
     import sqlite3
 
-    from sessiontape.storage.sessions import RenameError, SessionBusyError, rename_session
+    from sessiontape.storage.catalog.sessions import RenameError, SessionBusyError, rename_session
 
     where = _locations(args)
     if _store_refuses(f"not renaming {args.name!r}", where):
@@ -340,7 +340,7 @@ def _prune_line(entry: dict[str, Any]) -> str:
 def cmd_prune(args: argparse.Namespace) -> int:
     """Remove the conversations older than --older-than (see docs/cli.md, "sessions
     prune")."""
-    from sessiontape.storage.sessions import prune_sessions
+    from sessiontape.storage.catalog.sessions import prune_sessions
     from sessiontape.storage.times import parse_since
 
     try:

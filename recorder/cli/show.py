@@ -9,11 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sessiontape.storage.items import clip, content_text, input_text, item_text
-from sessiontape.storage.json_style import dumps_compact
-from sessiontape.storage.log_entries import step_failed
-from sessiontape.storage.paths import Locations
-from sessiontape.storage.sessions import (
+from sessiontape.storage.catalog.sessions import (
     SessionInfo,
     SubagentView,
     TurnView,
@@ -21,6 +17,10 @@ from sessiontape.storage.sessions import (
     show_session,
     tool_output_text,
 )
+from sessiontape.storage.json_style import dumps_compact
+from sessiontape.storage.paths import Locations
+from sessiontape.storage.skillet.items import clip, content_text, input_text, item_text
+from sessiontape.storage.skillet.log_entries import step_failed
 from sessiontape.storage.times import shown_time
 
 from .console import EXIT_OK, Style, cost_text, plural, print_json, printable, use_color

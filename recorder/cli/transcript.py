@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from sessiontape.storage.items import clip, input_text
 from sessiontape.storage.json_style import dumps_compact
-from sessiontape.storage.log_entries import step_failed, step_of
-from sessiontape.storage.log_reader import LogEntry, Turn
+from sessiontape.storage.skillet.items import clip, input_text
+from sessiontape.storage.skillet.log_entries import step_failed, step_of
+from sessiontape.storage.skillet.log_reader import LogEntry, Turn
 
 from .console import Style, printable
 
 if TYPE_CHECKING:  # the follow engine is for log stream alone
-    from sessiontape.storage.log_follow import LogSource
+    from sessiontape.storage.skillet.log_follow import LogSource
 
 __all__ = ["EntryFormatter", "answer_line", "describe_step", "render_turns"]
 

@@ -1,11 +1,12 @@
 """Compaction: the item store stays bounded, and nothing is lost.
 
-:class:`CompactingSession` wraps an :class:`~sessiontape.storage.item_store.ItemStoreSession`.
+:class:`CompactingSession` wraps an
+:class:`~sessiontape.storage.skillet.item_store.ItemStoreSession`.
 When :meth:`~CompactingSession.compact` is called (by the recorder at the
 end of every run; by the SDK's runner after each saved step for an
 :class:`AutoCompactingSession`), if more than ``threshold`` *candidates* are stored (items other
 than user messages, ``compaction`` items and our summaries), the older part of
-the history is replaced by what a :class:`~sessiontape.storage.summarizers.Summarizer`
+the history is replaced by what a :class:`~sessiontape.storage.skillet.summarizers.Summarizer`
 makes of it, and the most recent items are kept verbatim:
 
 * a ``function_call`` is never split from its output, nor a reasoning item from
@@ -21,8 +22,8 @@ history or the new one, and archive + live rows are every item ever added.
 ``session_items`` keeps its exact schema. The JSONL log is never rewritten.
 
 Rows are read as the Python SDK's items (protocol rows converted, see
-storage/items.py) and the summary is written as a protocol item, its text once
-(:func:`~sessiontape.storage.items.text_once`); the archived and kept rows are moved
+storage/skillet/items.py) and the summary is written as a protocol item, its text once
+(:func:`~sessiontape.storage.skillet.items.text_once`); the archived and kept rows are moved
 or left byte for byte. A row that is not an item (not JSON, not an object) is never
 part of a compaction: it stays where it is.
 """
@@ -42,12 +43,12 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionABC
 from agents.memory.session import OpenAIResponsesCompactionArgs
 
-from .db import PAIR, connect, connect_readonly, immediate, tables
-from .ids import new_ulid
+from ..db import PAIR, connect, connect_readonly, immediate, tables
+from ..ids import new_ulid
+from ..tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
 from .item_store import ROWS_SQL, ItemStoreSession, decode_rows, item_json
 from .items import call_id_of, text_once, to_protocol_items
 from .summarizers import DeterministicSummarizer, Summarizer, is_summary
-from .tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
 
 __all__ = [
     "ARCHIVE_TABLE",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .times import iso_ms
+from ..times import iso_ms
 
 __all__ = [
     "FORMAT",

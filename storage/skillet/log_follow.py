@@ -9,9 +9,10 @@ The library behind ``sessiontape log stream``:
   the path: the rest of the old file, then the new one), partial last lines
   (held back until their newline) and malformed lines (reported once, with
   file and line, through ``on_problem``). A root that does not exist yet is
-  waited for. Each file is read by a :class:`sessiontape.storage.log_reader.SessionLogTailer`,
-  in blocks of 64 KiB; ``on_entries`` gets a block's entries at once (the CLI
-  formats and writes each block with one ``write``).
+  waited for. Each file is read by a
+  :class:`sessiontape.storage.skillet.log_reader.SessionLogTailer`, in blocks of 64 KiB;
+  ``on_entries`` gets a block's entries at once (the CLI formats and writes each block
+  with one ``write``).
 * :class:`StreamFilter` keeps the files of one user/session and the entries
   since a moment (:func:`sessiontape.storage.times.parse_since` reads ``10m``/``2h``/
   ``1d`` or ISO times).
@@ -55,10 +56,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..names import old_log_name, sanitize_log_name
+from ..times import iso_ms
 from .log_owners import owner_pair
 from .log_reader import LogEntry, SessionLogTailer
-from .names import old_log_name, sanitize_log_name
-from .times import iso_ms
 
 __all__ = [
     "HOT_SECONDS",

@@ -1,10 +1,10 @@
 """Finding the conversations of the layouts and reading one into catalog rows.
 
-The reading half of :mod:`sessiontape.storage.catalog`, imported only when a refresh has
+The reading half of :mod:`sessiontape.storage.catalog.index`, imported only when a refresh has
 something to list or read, so that a question answered from an up-to-date catalog does not
 load the layouts' readers. :func:`discover` lists the conversations (``sessions list``'s
 rules, docs/cli.md); :func:`read` reads one as the ledger export reads it
-(:func:`sessiontape.storage.ledger.read_conversation`) into rows.
+(:func:`sessiontape.storage.catalog.ledger.read_conversation`) into rows.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agentuse_reader import CorruptFileError, load_session
-from .json_style import dumps_compact, loads
+from ..agentuse.reader import CorruptFileError, load_session
+from ..json_style import dumps_compact, loads
+from ..paths import Locations
+from ..skillet.log_owners import owner_record_name
 from .ledger import (
     Exchange,
     LedgerConversation,
@@ -27,8 +29,6 @@ from .ledger import (
     read_conversation,
     response_of,
 )
-from .log_owners import owner_record_name
-from .paths import Locations
 from .sessions import SessionInfo, StoreFact, fill_session, gather_sessions
 
 __all__ = ["Found", "Reading", "Rows", "discover", "read"]
@@ -36,7 +36,7 @@ __all__ = ["Found", "Reading", "Rows", "discover", "read"]
 
 @dataclass(frozen=True)
 class Found:
-    """A conversation as :func:`sessiontape.storage.sessions.gather_sessions` finds it,
+    """A conversation as :func:`sessiontape.storage.catalog.sessions.gather_sessions` finds it,
     before any of its files is read (``info`` is not filled)."""
 
     info: SessionInfo

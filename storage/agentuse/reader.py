@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .ids import is_ulid, ulid_ms
-from .json_style import loads
+from ..ids import is_ulid, ulid_ms
+from ..json_style import loads
 
 __all__ = [
     "CorruptFileError",

@@ -24,12 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .file_writes import FileWorker, LogFiles, append_lines, write_all
-from .files import FILE_MODE, make_private_dir, open_private_append
-from .json_style import dumps_compact
+from ..file_writes import FileWorker, LogFiles, append_lines, write_all
+from ..files import FILE_MODE, make_private_dir, open_private_append
+from ..json_style import dumps_compact
+from ..names import not_a_link, safe_join, sanitize_log_name
+from ..paths import SkilletPaths
 from .log_owners import candidates, old_log_path, owned_by, owner_record_path
-from .names import not_a_link, safe_join, sanitize_log_name
-from .paths import SkilletPaths
 
 __all__ = ["ReplayLog", "log_path_for"]
 
@@ -77,7 +77,7 @@ def log_path_for(user_id: str, session_name: str, logs_root: Path | None = None)
 
 
 class ReplayLog:
-    """Appends entries to one pair's log (see :mod:`sessiontape.storage.log_entries`).
+    """Appends entries to one pair's log (see :mod:`sessiontape.storage.skillet.log_entries`).
 
     Thread-safe. Each :meth:`append` (or :meth:`append_many`) checks that the file is
     still the one it has open (a rotated or deleted log is reopened) and that the last line

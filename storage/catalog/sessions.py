@@ -11,7 +11,7 @@ A conversation lives in up to three places, and this module joins them:
   AgentUse wrote itself, the transcript too).
 
 Every reader here only reads: no store table, log owner record or directory
-is ever created (the log path is *found* the way :func:`sessiontape.storage.replay_log.
+is ever created (the log path is *found* the way :func:`sessiontape.storage.skillet.replay_log.
 log_path_for` would choose it, without claiming it). Only
 :func:`clear_session`, :func:`rename_session` and :func:`prune_sessions` change
 anything.
@@ -36,7 +36,7 @@ Listing rules (also in ``sessiontape sessions list --help`` and docs/cli.md):
   ``skilled_crew`` for store rows and logs without them;
 * turns come from the log, each with the AgentUse exchange it names, and the
   exchanges no log turn names (a turn whose log lines were lost) are turns of their
-  own (:mod:`sessiontape.storage.timeline`); without a log, the AgentUse exchanges
+  own (:mod:`sessiontape.storage.catalog.timeline`); without a log, the AgentUse exchanges
   are the turns; without either, the user messages among the stored items;
 * a turn's tokens and cost are its exchange's ``message.json`` totals with those of
   the subagent sessions it ran (each subagent's file holds only its own calls, so
@@ -62,7 +62,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .agentuse_reader import (
+from ..agentuse.liveness import INTERRUPTED, reported_status
+from ..agentuse.reader import (
     OUR_VERSION_PREFIX,
     CorruptFileError,
     LoadedMessage,
@@ -71,12 +72,13 @@ from .agentuse_reader import (
     read_json_object,
     split_session_dir_name,
 )
-from .db import IN_PAIRS, PAIR, connect, connect_readonly, immediate, tables, writing_problem
-from .items import content_text, input_text, output_text
-from .json_style import dumps_compact, dumps_pretty, loads
-from .links import find_linked_dir, link_rows
-from .liveness import INTERRUPTED, reported_status
-from .log_owners import (
+from ..db import IN_PAIRS, PAIR, connect, connect_readonly, immediate, tables, writing_problem
+from ..json_style import dumps_compact, dumps_pretty, loads
+from ..names import reported_model
+from ..paths import AgentUseRoots, Locations, SkilletPaths, agentuse_sessions_root
+from ..skillet.items import content_text, input_text, output_text
+from ..skillet.links import find_linked_dir, link_rows
+from ..skillet.log_owners import (
     find_log_path,
     log_owner,
     owned_log_path,
@@ -84,18 +86,16 @@ from .log_owners import (
     owner_record_name,
     owner_record_path,
 )
-from .log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
-from .names import reported_model
-from .paths import AgentUseRoots, Locations, SkilletPaths, agentuse_sessions_root
-from .tables import (
+from ..skillet.log_reader import INCOMPLETE_TURN, SessionLogReader, Turn
+from ..tables import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
     PAIR_TABLES,
     StoredSession,
     list_sessions_sql,
 )
+from ..times import iso_to_ms, ms_to_iso
 from .timeline import ExchangeKey, TurnKey, align
-from .times import iso_to_ms, ms_to_iso
 
 __all__ = [
     "ORIGINS",
@@ -1007,7 +1007,7 @@ def _exchange_key(message: LoadedMessage) -> ExchangeKey:
 
 def conversation_turns(turns: list[Turn], session: LoadedSession | None
                        ) -> list[tuple[Turn | None, int | None]]:
-    """A conversation's turns in order (:func:`sessiontape.storage.timeline.align`): each
+    """A conversation's turns in order (:func:`sessiontape.storage.catalog.timeline.align`): each
     log turn with the index of the exchange of ``session`` it names, and each exchange no
     turn names on its own (``(None, index)``)."""
     if session is None or not session.messages:
@@ -1264,7 +1264,7 @@ def show_session(info: SessionInfo, *, full: bool = False,
         if info.user_id is not None:
             import asyncio
 
-            from sessiontape.storage.compaction import archived_items
+            from sessiontape.storage.skillet.compaction import archived_items
 
             archived = asyncio.run(archived_items(where.store_file, info.user_id,
                                                   info.session_name))
@@ -1391,7 +1391,7 @@ def _remove(path: Path, removal: Callable[[], None], result: ClearResult) -> Non
 
 class SessionBusyError(RuntimeError):
     """A recorder is recording a run of the conversation (it holds the recording lock of
-    its AgentUse session: :class:`~sessiontape.storage.liveness.RecordingLock`)."""
+    its AgentUse session: :class:`~sessiontape.storage.agentuse.liveness.RecordingLock`)."""
 
 
 class RenameError(ValueError):
@@ -1505,9 +1505,9 @@ def _rename_log(old: Path, pair: tuple[str, str], new_name: str, logs_root: Path
     When that is ``old`` itself (the two names sanitize alike), the file stays and its
     owner record names the new pair; else that name is claimed and the log moved there (a
     hard link, then ``old`` unlinked: an existing file is never replaced)."""
-    from .files import atomic_write  # a writer's: the readers here never load it
+    from ..files import atomic_write  # a writer's: the readers here never load it
+    from ..skillet.log_owners import candidates
     from .fork import _claim_log
-    from .log_owners import candidates
 
     free = next((path for path in candidates(pair[0], new_name, logs_root)
                  if path == old or not os.path.lexists(owner_record_path(path))), None)
@@ -1530,7 +1530,7 @@ def _rename_in_tree(tree: Path, user_id: str, new_name: str, new_log: Path | Non
                     undo: list[Callable[[], None]]) -> None:
     """session.json's ``conversation`` naming the new pair (and its log), its old bytes
     kept to put back."""
-    from .files import atomic_write
+    from ..files import atomic_write
     path = tree / "session.json"
     old = path.read_bytes()
     try:

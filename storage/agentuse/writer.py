@@ -15,21 +15,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .agentuse_reader import (
+from ..events import Tokens
+from ..file_writes import FileWorker, write_here
+from ..files import atomic_write, make_private_dir
+from ..ids import is_ulid, new_ulid
+from ..json_style import dumps_compact, dumps_pretty
+from ..names import not_a_link, safe_join, sanitize_agent_name
+from ..times import now_ms
+from ..version import __version__
+from .reader import (
     SESSION_FILE,
     SUBAGENT_DIR,
     CorruptFileError,
     DamagedFileError,
     read_json_object,
 )
-from .events import Tokens
-from .file_writes import FileWorker, write_here
-from .files import atomic_write, make_private_dir
-from .ids import is_ulid, new_ulid
-from .json_style import dumps_compact, dumps_pretty
-from .names import not_a_link, safe_join, sanitize_agent_name
-from .times import now_ms
-from .version import __version__
 
 __all__ = [
     "FORMAT",

@@ -16,15 +16,7 @@ from typing import Any
 
 import orjson
 
-from .agentuse_reader import CorruptFileError, DamagedFileError
-from .agentuse_writer import (
-    FORMAT,
-    AgentUseMessage,
-    AgentUsePart,
-    AgentUseSession,
-    DocumentWrites,
-)
-from .events import (
+from ..events import (
     REJECTED,
     AgentInfo,
     Compacted,
@@ -44,8 +36,16 @@ from .events import (
     ToolsListed,
     ToolStarted,
 )
-from .file_writes import WORKER
+from ..file_writes import WORKER
 from .liveness import RecordingLock, close_interrupted
+from .reader import CorruptFileError, DamagedFileError
+from .writer import (
+    FORMAT,
+    AgentUseMessage,
+    AgentUsePart,
+    AgentUseSession,
+    DocumentWrites,
+)
 
 __all__ = ["REASONING_SLOTS", "TEXT_REWRITE_INTERVAL", "AgentUseSink"]
 

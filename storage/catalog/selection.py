@@ -1,6 +1,6 @@
 """Which listed conversations ``sessions list`` keeps: ``--since``, ``--status``, ``--limit``.
 
-A listing (:meth:`~sessiontape.storage.catalog.Catalog.listed`, newest first) narrowed the
+A listing (:meth:`~sessiontape.storage.catalog.index.Catalog.listed`, newest first) narrowed the
 same way whether the catalog or the files answered it.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from datetime import datetime
 
-from .catalog import Listed
+from .index import Listed
 
 __all__ = ["STATUSES", "selected"]
 

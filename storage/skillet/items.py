@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from .json_style import dumps_compact
+from ..json_style import dumps_compact
 
 __all__ = [
     "PROTOCOL_ONLY_TYPES",

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .json_style import loads
+from ..json_style import loads
 from .log_entries import step_of
 
 __all__ = [

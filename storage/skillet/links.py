@@ -13,12 +13,12 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from .agentuse_reader import is_real_dir, split_session_dir_name
-from .db import IN_PAIRS, PAIR, connect, connect_readonly, tables
-from .ids import new_ulid
-from .names import safe_join, sanitize_agent_name
-from .paths import AgentUseRoots
-from .tables import LINKS_TABLE
+from ..agentuse.reader import is_real_dir, split_session_dir_name
+from ..db import IN_PAIRS, PAIR, connect, connect_readonly, tables
+from ..ids import new_ulid
+from ..names import safe_join, sanitize_agent_name
+from ..paths import AgentUseRoots
+from ..tables import LINKS_TABLE
 
 __all__ = ["LINKS_TABLE", "SCHEMA", "agentuse_dir_for", "find_agentuse_dir", "find_linked_dir",
            "link_rows", "read_links"]
@@ -35,7 +35,7 @@ _RELINK = f"UPDATE {LINKS_TABLE} SET agentuse_dir = ? WHERE {PAIR} AND agentuse_
 
 
 def _connect(store_file: Path) -> sqlite3.Connection:
-    from .files import prepare_private_file  # the file writer's machinery: not for readers
+    from ..files import prepare_private_file  # the file writer's machinery: not for readers
 
     prepare_private_file(store_file)
     conn = connect(store_file)

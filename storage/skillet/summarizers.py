@@ -14,7 +14,7 @@ replace them:
 
 A summary is one assistant message whose text starts with
 :data:`SUMMARY_HEADER`, which is how it is recognised later; compaction stores it
-with its text once (:func:`~sessiontape.storage.items.text_once`).
+with its text once (:func:`~sessiontape.storage.skillet.items.text_once`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def summary_text(item: Any) -> str | None:
 
     Either shape: the Python SDK's (string content) or the protocol row stored for it
     (its text in its part, ``providerData.content`` ``true``; rows of sessiontape 0.1-0.3
-    hold the text there too: :func:`~sessiontape.storage.items.plain_text`)."""
+    hold the text there too: :func:`~sessiontape.storage.skillet.items.plain_text`)."""
     if isinstance(item, dict) and item.get("role") == "assistant":
         content = plain_text(item)
         if content is not None and content.startswith(SUMMARY_HEADER):

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agentuse_reader import (
+from ..agentuse.liveness import INTERRUPTED, RecordingLock, recorder_alive
+from ..agentuse.reader import (
     OUR_VERSION_PREFIX,
     SESSION_FILE,
     SUBAGENT_DIR,
@@ -43,19 +44,18 @@ from .agentuse_reader import (
     scan_sessions,
     split_session_dir_name,
 )
-from .catalog import SCHEMA_VERSION, Catalog, default_catalog_path, stored_schema
-from .db import DamagedDatabase, connect, connect_readonly, damage, immediate, unwritable
-from .links import SCHEMA as LINKS_SCHEMA
-from .links import find_linked_dir, link_rows
-from .liveness import INTERRUPTED, RecordingLock, recorder_alive
-from .log_owners import find_log_path, owner_pair
-from .log_reader import SessionLogReader, open_log
-from .paths import AgentUseRoots, Locations
-from .tables import LINKS_TABLE
-from .times import now_ms
+from ..db import DamagedDatabase, connect, connect_readonly, damage, immediate, unwritable
+from ..paths import AgentUseRoots, Locations
+from ..skillet.links import SCHEMA as LINKS_SCHEMA
+from ..skillet.links import find_linked_dir, link_rows
+from ..skillet.log_owners import find_log_path, owner_pair
+from ..skillet.log_reader import SessionLogReader, open_log
+from ..tables import LINKS_TABLE
+from ..times import now_ms
+from .index import SCHEMA_VERSION, Catalog, default_catalog_path, stored_schema
 
 if TYPE_CHECKING:
-    from .agentuse_writer import AgentUseSession
+    from ..agentuse.writer import AgentUseSession
 
 __all__ = ["ERROR", "FIX", "NOTE", "Finding", "Repaired", "diagnose", "repair"]
 
@@ -327,7 +327,7 @@ def _link(store_file: Path, pair: _Pair, target: Path) -> str:
 def _close_dead(session: AgentUseSession, at: int) -> None:
     """Close the exchange a dead recorder left open, and the session as ``error``, as the
     conversation's next run would (:func:`~.liveness.close_interrupted`)."""
-    from .liveness import close_interrupted
+    from ..agentuse.liveness import close_interrupted
 
     close_interrupted(session, at)
     session.set_status("error", at=at, error={"code": "INTERRUPTED", "message": INTERRUPTED})
@@ -337,7 +337,7 @@ def _recover(directory: Path, pair: _Pair | None, at: int, logs_root: Path) -> s
     """Rebuild a damaged session.json from the files beside it, naming its conversation
     ``pair`` (and its log, in ``logs_root``) as the recorder does; its status:
     ``completed`` when its last exchange ended, else closed as a dead recorder's."""
-    from .agentuse_writer import AgentUseMessage, AgentUseSession
+    from ..agentuse.writer import AgentUseMessage, AgentUseSession
 
     try:
         read_json_object(directory / SESSION_FILE)
@@ -369,7 +369,7 @@ def _recover(directory: Path, pair: _Pair | None, at: int, logs_root: Path) -> s
 
 
 def _close(directory: Path, at: int) -> str:
-    from .agentuse_writer import AgentUseSession
+    from ..agentuse.writer import AgentUseSession
 
     session = AgentUseSession.open(directory)
     if session.info.get("status") != "running":
@@ -393,7 +393,7 @@ def _locked(finding: Finding, at: int, logs_root: Path) -> Repaired:
 
 
 def _end_torn_line(path: Path) -> str:
-    from .file_writes import LogFiles, append_lines
+    from ..file_writes import LogFiles, append_lines
 
     logs = LogFiles()
     try:

@@ -5,9 +5,9 @@ conversation (a ``(user, session)`` pair of the item store or of a replay log, o
 of an AgentUse tree that no pair links), its turns, subagent sessions, tool calls, model
 calls (tokens and cost) and its texts behind an FTS5 full-text index, shaped on the Agents
 Ledger model (docs/formats.md, "Catalog"). The conversations are the ones ``sessions
-list`` lists (:func:`sessiontape.storage.sessions.gather_sessions`); each is kept as that
+list`` lists (:func:`sessiontape.storage.catalog.sessions.gather_sessions`); each is kept as that
 listing shows it (its ``SessionInfo`` JSON, :meth:`Catalog.listed`) and read into rows as
-the ledger export reads it (:func:`sessiontape.storage.ledger.read_conversation`): from its
+the ledger export reads it (:func:`sessiontape.storage.catalog.ledger.read_conversation`): from its
 AgentUse tree when it has one, else from its replay log.
 
 :meth:`Catalog.refresh` reconciles the catalog with the files, re-reading only the
@@ -62,14 +62,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import platformdirs
 
-from .db import connect, connect_readonly, tables
-from .json_style import dumps_compact, loads
-from .names import match_user
-from .paths import Locations
+from ..db import connect, connect_readonly, tables
+from ..json_style import dumps_compact, loads
+from ..names import match_user
+from ..paths import Locations
 from .search_query import fts5_problem, fts5_query
 
 if TYPE_CHECKING:
-    from .catalog_index import Found, Rows
+    from .rows import Found, Rows
     from .sessions import SessionInfo, StoreFact
 
 __all__ = [
@@ -487,7 +487,7 @@ class Catalog:
             return conn
         if not os.path.lexists(self.path):
             # Only to make it (private): these helpers load the file writer's machinery.
-            from .files import make_private_dir, prepare_private_file
+            from ..files import make_private_dir, prepare_private_file
 
             make_private_dir(self.path.parent)
             prepare_private_file(self.path)
@@ -618,7 +618,7 @@ class Catalog:
         new, roots = self._listing(conn, where, started, summary)
         due = self._due(conn, started, full, scope)
         if new or due:
-            from .catalog_index import Found  # the layouts' readers: only when something is read
+            from .rows import Found  # the layouts' readers: only when something is read
 
             listed = {item.key for item in new}
             changed = new + [Found.stored(text, owned) for key, text, owned in conn.execute(
@@ -758,7 +758,7 @@ class Catalog:
         to be read if that changed them, and the roots; None when the conversations must
         be listed again (a pair gone, a link changed, a log or tree that no new pair of
         the store owns, a log or tree gone: :meth:`_nearby_explained`)."""
-        from .catalog_index import Found
+        from .rows import Found
         from .sessions import gather_sessions, store_facts
 
         roots = _recorded(_root_paths(where), started)  # before reading: a later change shows
@@ -810,7 +810,7 @@ class Catalog:
         session directory; none that it knows is gone, has gained or lost its owner
         record, or is theirs. Then listing everything again would find nothing else;
         None when it would."""
-        from .log_owners import owner_record_name
+        from ..skillet.log_owners import owner_record_name
 
         logs = {_path(str(info.log_path)) for info in new if info.log_path is not None}
         dirs = {_path(str(info.agentuse_dir)) for info in new if info.agentuse_dir is not None}
@@ -871,7 +871,7 @@ class Catalog:
                      ) -> tuple[set[tuple[str, str]], int] | None:
         """The pairs given items since the store was last looked at and the number of
         links added, when nothing else happened to it
-        (:func:`~sessiontape.storage.sessions.store_growth`); the marks are kept for next
+        (:func:`~sessiontape.storage.catalog.sessions.store_growth`); the marks are kept for next
         time."""
         from .sessions import store_growth
 
@@ -908,7 +908,7 @@ class Catalog:
         """List the conversations again: drop the gone ones; the new ones and those found
         otherwise than before (another tree, log or origin, the store's counts), to be
         read, and the roots as stated before the listing."""
-        from .catalog_index import discover
+        from .rows import discover
 
         roots = _recorded(_root_paths(where), started)  # before listing: a later change shows
         facts = self._keep_store_facts(conn, where)
@@ -934,7 +934,7 @@ class Catalog:
                summary: RefreshSummary) -> None:
         """(Re-)read one conversation: its head and tree stated first, so that a change
         made while it is read shows at the next refresh."""
-        from .catalog_index import read
+        from .rows import read
 
         directory, log = (str(path) if path else None
                           for path in (item.info.agentuse_dir, item.info.log_path))
@@ -997,7 +997,7 @@ class Catalog:
         """The texts matching ``query``, best first, filtered by the conversation's user (as
         typed: :meth:`user`), the agent, the tool, the kind and the time (``since``: Unix ms
         or a datetime). ``query`` is the search syntax
-        (:func:`~sessiontape.storage.search_query.fts5_query`: words as written,
+        (:func:`~sessiontape.storage.catalog.search_query.fts5_query`: words as written,
         ``"phrases"``, ``prefix*``, ``OR``/``NOT``/``AND``), which any string is; with
         ``raw``, FTS5's own, and a malformed one raises :class:`SearchSyntaxError`."""
         user = self.user(user) if user is not None else None
@@ -1085,7 +1085,7 @@ class Catalog:
     def listed(self, user: str | None = None) -> list[Listed]:
         """Every conversation (of ``user``, and then no AgentUse-only one) as ``sessions
         list --json`` shows it, in its order
-        (:func:`~sessiontape.storage.sessions.listing_key`); ``running`` becomes
+        (:func:`~sessiontape.storage.catalog.sessions.listing_key`); ``running`` becomes
         ``crashed`` when its recorder is gone."""
         from .sessions import SessionInfo, listing_key, recheck_status
 
@@ -1119,7 +1119,7 @@ class Catalog:
              where: Locations | None = None,
              progress: Callable[[int, int], None] | None = None) -> SessionInfo:
         """The conversation ``sessions show QUERY`` means: named ``query``, else with an
-        AgentUse id starting with it (:func:`~sessiontape.storage.sessions.find_session`'s
+        AgentUse id starting with it (:func:`~sessiontape.storage.catalog.sessions.find_session`'s
         rules and errors). With ``where``, what the answer depends on is brought in line
         first, not the whole catalog: the roots (conversations added or gone) and the
         conversations ``query`` names, their heads and every file of their trees."""

@@ -7,8 +7,8 @@ first use); :meth:`ItemStore.session` gives the Agents SDK ``Session`` for a
 
 Rows hold the JavaScript Agents SDK's protocol items, as skilled_crew's do:
 :meth:`ItemStoreSession.add_items` converts the Python SDK's items with
-:func:`~sessiontape.storage.items.to_protocol_items` and the reads convert them back
-(storage/items.py); rows in the Python SDK's shapes (written by sessiontape 0.1)
+:func:`~sessiontape.storage.skillet.items.to_protocol_items` and the reads convert them back
+(storage/skillet/items.py); rows in the Python SDK's shapes (written by sessiontape 0.1)
 are read as they are. A row that is not an item (not JSON, not a JSON object) is
 skipped, and one of a type neither SDK knows is passed on unchanged; both are
 reported once per store object with their row id, and neither ever fails a read.
@@ -42,7 +42,7 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionABC, SessionSettings
 from agents.memory.session_settings import resolve_session_limit
 
-from .db import (
+from ..db import (
     BUSY_TIMEOUT_S,
     META_SCHEMA,
     PAIR,
@@ -52,12 +52,12 @@ from .db import (
     damage,
     unwritable,
 )
-from .files import prepare_private_file
+from ..files import prepare_private_file
+from ..json_style import dumps_compact
+from ..paths import SkilletPaths
+from ..redaction import Redactor
+from ..tables import StoredSession, list_sessions_sql
 from .items import read_item, to_protocol
-from .json_style import dumps_compact
-from .paths import SkilletPaths
-from .redaction import Redactor
-from .tables import StoredSession, list_sessions_sql
 
 __all__ = ["ItemStore", "ItemStoreSession", "StoredSession", "decode_rows", "item_json",
            "loads_item"]
@@ -469,7 +469,7 @@ class ItemStoreSession(SessionABC):
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` in one transaction; they share one ``created_at`` (Unix ms).
 
-        Each is stored as the JS SDK's protocol item (see storage/items.py).
+        Each is stored as the JS SDK's protocol item (see storage/skillet/items.py).
         """
         if not items:
             return

@@ -1,11 +1,11 @@
 """Which ``(user, session)`` pair a replay log belongs to, read without writing anything.
 
 A log's owner record (``.{name}.owner.json`` beside it) names the raw pair that claimed it
-(:mod:`sessiontape.storage.replay_log` writes it); a log without one (skilled_crew's)
+(:mod:`sessiontape.storage.skillet.replay_log` writes it); a log without one (skilled_crew's)
 belongs to the pair its file name sanitizes from. A pair's file is the log
 sessiontape 0.2-0.3 gave it under a name they cut (:func:`old_log_path`), if there
 is one, else the first of its candidate names that it owns or that nobody owns:
-:func:`find_log_path` finds it as :func:`~sessiontape.storage.replay_log.log_path_for`
+:func:`find_log_path` finds it as :func:`~sessiontape.storage.skillet.replay_log.log_path_for`
 claims it, creating nothing.
 """
 
@@ -17,9 +17,9 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from .json_style import loads
-from .names import MAX_NAME, NAME_MAX, digest, old_log_name, safe_join, sanitize_log_name
-from .paths import SkilletPaths
+from ..json_style import loads
+from ..names import MAX_NAME, NAME_MAX, digest, old_log_name, safe_join, sanitize_log_name
+from ..paths import SkilletPaths
 
 __all__ = ["LOG_SUFFIX", "MAX_CANDIDATES", "candidates", "find_log_path", "log_owner",
            "old_candidates", "old_log_path", "owned_by", "owned_log_path",
@@ -106,7 +106,7 @@ def old_log_path(user_id: str, session_name: str, root: Path) -> Path | None:
 def find_log_path(user_id: str, session_name: str, logs_root: Path | None = None) -> Path | None:
     """The pair's existing log file, found without claiming anything (creates nothing).
 
-    The same search as :func:`~sessiontape.storage.replay_log.log_path_for`: its log under
+    The same search as :func:`~sessiontape.storage.skillet.replay_log.log_path_for`: its log under
     sessiontape 0.2-0.3's name, else the first candidate whose owner record names this
     pair, or that has none (a skilled_crew log). None when that file does not exist.
     """

@@ -26,10 +26,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agentuse_reader import SUBAGENT_DIR, CorruptFileError, read_json_object
+from .reader import SUBAGENT_DIR, CorruptFileError, read_json_object
 
 if TYPE_CHECKING:
-    from .agentuse_writer import AgentUseMessage, AgentUseSession
+    from .writer import AgentUseMessage, AgentUseSession
 
 __all__ = ["CRASHED", "INTERRUPTED", "RecordingLock", "close_interrupted", "recorder_alive",
            "reported_status"]
@@ -170,7 +170,7 @@ def close_interrupted(session: AgentUseSession, at: int) -> None:
     ends as interrupted (:func:`_close_exchange`), and so does that of each subagent
     session still ``running``, which becomes ``error`` (code ``INTERRUPTED``), its own
     subagents first. The files go through ``session.writes``."""
-    from .agentuse_writer import AgentUseMessage, AgentUseSession  # only a writer needs them
+    from .writer import AgentUseMessage, AgentUseSession  # only a writer needs them
 
     message = AgentUseMessage.open_last(session)
     if message is not None and "completed" not in message.info.get("time", {}) \

@@ -7,7 +7,7 @@ an extra ``error`` object (``code``, ``message``, ``type``); skilled_crew's
 reader ignores keys it does not know. A compaction during a run is marked by
 a line of kind ``compaction`` (the log itself is never rewritten): skilled_crew's
 readers skip kinds they do not know, but its ``run`` and ``chat`` stop at a step
-of a type they do not know (see storage/log_entries.py). So a tool call that raised keeps
+of a type they do not know (see storage/skillet/log_entries.py). So a tool call that raised keeps
 its ``agent_tool_end`` step (``result``: the text the model saw) and adds
 ``status: "error"`` and ``error`` (the exception), keys skilled_crew ignores.
 """
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import log_entries as entry
-from .events import (
+from ..events import (
     AgentEnded,
     AgentStarted,
     Compacted,
@@ -35,9 +34,10 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .names import reported_model
+from ..names import reported_model
+from ..times import ms_to_iso
+from . import log_entries as entry
 from .replay_log import ReplayLog
-from .times import ms_to_iso
 
 __all__ = ["SkilletLogSink"]
 

@@ -8,7 +8,7 @@ name of each top-level session).
 
 Each conversation is read from its AgentUse tree when it has one (ids, times, parts,
 subagents), with the turns of its JSONL replay log that name no exchange of the tree
-(skilled_crew's; :mod:`sessiontape.storage.timeline`), else from its log alone (turns; a
+(skilled_crew's; :mod:`sessiontape.storage.catalog.timeline`), else from its log alone (turns; a
 subagent run is the steps that share a ``parentCallId``). Rows keep the layouts' ids
 (session ULIDs, part and exchange ids, call ids); a row without one, or whose id an earlier
 row of the export already took, gets a uuid5 of its file and position, so exporting the
@@ -33,17 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agentuse_reader import CorruptFileError, LoadedMessage, LoadedSession, load_session
-from .db import META_SCHEMA
-from .file_writes import FILE_MODE
-from .items import input_text
-from .json_style import dumps_compact, loads
-from .liveness import reported_status
-from .log_entries import step_failed, step_of
-from .log_reader import LogEntry, SessionLogReader, Turn, group_turns
-from .names import reported_model
+from ..agentuse.liveness import reported_status
+from ..agentuse.reader import CorruptFileError, LoadedMessage, LoadedSession, load_session
+from ..db import META_SCHEMA
+from ..file_writes import FILE_MODE
+from ..json_style import dumps_compact, loads
+from ..names import reported_model
+from ..skillet.items import input_text
+from ..skillet.log_entries import step_failed, step_of
+from ..skillet.log_reader import LogEntry, SessionLogReader, Turn, group_turns
+from ..times import iso_to_ms
 from .timeline import ExchangeKey, TurnKey, align
-from .times import iso_to_ms
 
 __all__ = [
     "LEDGER_FORMAT",
@@ -695,7 +695,7 @@ def _prompt_key(exchange: _Exchange) -> tuple[str, int | None]:
 def _with_log_turns(tree: _Session, log: _Session) -> _Session:
     """The tree's session with the turns of its log: the log's turns in order, each the
     tree's exchange it names when there is one, and the tree's other exchanges placed by
-    time (:mod:`sessiontape.storage.timeline`); the subagent runs of the turns read from
+    time (:mod:`sessiontape.storage.catalog.timeline`); the subagent runs of the turns read from
     the log come along."""
     pairs = align([TurnKey(e.names, *_prompt_key(e)) for e in log.exchanges],
                   [ExchangeKey(*_prompt_key(e)) for e in tree.exchanges], tree.preferred)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .agentuse_reader import (
+from ..agentuse.reader import (
     SUBAGENT_DIR,
     CorruptFileError,
     LoadedMessage,
@@ -49,17 +49,17 @@ from .agentuse_reader import (
     load_session,
     split_session_dir_name,
 )
-from .agentuse_writer import drop_none
-from .db import PAIR, connect, connect_readonly, immediate, tables, writing_problem
-from .files import atomic_write, make_private_dir, prepare_private_file
-from .ids import new_ulid, ulid_ms
-from .json_style import dumps_compact, dumps_pretty, loads
-from .links import SCHEMA as LINKS_SCHEMA
-from .log_owners import find_log_path, owner_record_path
-from .log_reader import LogEntry, SessionLogReader, group_turns, open_log
-from .names import safe_join, sanitize_log_name
-from .replay_log import log_path_for
-from .tables import ARCHIVE_TABLE, LINKS_TABLE, PAIR_TABLES
+from ..agentuse.writer import drop_none
+from ..db import PAIR, connect, connect_readonly, immediate, tables, writing_problem
+from ..files import atomic_write, make_private_dir, prepare_private_file
+from ..ids import new_ulid, ulid_ms
+from ..json_style import dumps_compact, dumps_pretty, loads
+from ..names import safe_join, sanitize_log_name
+from ..skillet.links import SCHEMA as LINKS_SCHEMA
+from ..skillet.log_owners import find_log_path, owner_record_path
+from ..skillet.log_reader import LogEntry, SessionLogReader, group_turns, open_log
+from ..skillet.replay_log import log_path_for
+from ..tables import ARCHIVE_TABLE, LINKS_TABLE, PAIR_TABLES
 
 __all__ = ["ForkError", "ForkResult", "NameTakenError", "TurnRangeError", "fork_session"]
 

@@ -1,0 +1,8 @@
+"""Exports and imports of other tools' and the standards' formats: one module a format.
+
+Each module reads the read model (:mod:`sessiontape.storage.catalog`), never the layouts'
+raw files, and writes its format (a file written beside its target and renamed into place,
+0600). The Ledger export lives with the read model it shares (``catalog.ledger``).
+
+May import: the shared ground, ``catalog``. Never a layout's package directly.
+"""
