@@ -90,7 +90,7 @@ class RecorderHooks(RunHooks[Any]):
         self.scope = scope
 
     def _emit(self, event_type: type[Event], **fields: Any) -> None:
-        if self.scope.parent is None and self.scope is self.scope.recorder.hooks.scope:
+        if self.scope.parent is None and self is self.scope.recorder.hooks:
             raise RuntimeError(
                 "sessiontape: rec.hooks were called by a run that sessiontape did not start "
                 "(the Agents SDK's default agent runner was replaced after sessiontape "

@@ -138,13 +138,15 @@ class RecordingRunner:
         scope: RunScope | None
         if recorder_hooks is not None:
             scope = recorder_hooks.scope.recorder.begin_run(streamed, run_config)
-            kwargs["hooks"] = _ChainedHooks(*users, scope.hooks) if users else scope.hooks
+            scope_hooks = RecorderHooks(scope)
+            kwargs["hooks"] = _ChainedHooks(*users, scope_hooks) if users else scope_hooks
         else:
             active = _ACTIVE.get()
             scope = active.child(kwargs.get("context"), streamed, run_config) if active else None
             if scope is None:
                 return None
-            kwargs["hooks"] = _ChainedHooks(hooks, scope.hooks) if hooks else scope.hooks
+            scope_hooks = RecorderHooks(scope)
+            kwargs["hooks"] = _ChainedHooks(hooks, scope_hooks) if hooks else scope_hooks
         kwargs["run_config"] = _with_error_reporting(run_config, scope)
         return scope
 

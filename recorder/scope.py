@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import openai
 from agents import (
@@ -13,6 +13,7 @@ from agents import (
     MaxTurnsExceeded,
     OutputGuardrailTripwireTriggered,
     RunConfig,
+    RunHooks,
     RunState,
     ToolInputGuardrailTripwireTriggered,
     ToolOutputGuardrailTripwireTriggered,
@@ -41,12 +42,9 @@ from sessiontape.storage.skillet.items import output_text
 from sessiontape.storage.times import now_ms
 
 from .describe import agent_info, mcp_tools, model_name, user_text
-from .hooks import RecorderHooks
+from .writer import Target
 
-if TYPE_CHECKING:
-    from .recorder import Recorder
-
-__all__ = ["MAX_DETAIL_CHARS", "RunScope", "describe_failure", "failure_code"]
+__all__ = ["MAX_DETAIL_CHARS", "Owner", "RunScope", "describe_failure", "failure_code"]
 
 
 # The error part's and the session error's ``detail`` are cut here, as AgentUse cuts them.
@@ -190,10 +188,37 @@ def describe_failure(error: BaseException) -> tuple[str, str, dict[str, Any], st
     return code, message, extra, detail
 
 
-class RunScope:
-    """The state of one recorded run; its :attr:`hooks` turn callbacks into events."""
+class Owner(Target, Protocol):
+    """What a run's scopes, their hooks and the runner need of the ``Recorder`` that owns
+    them: the writer's target, and the conversation's turns and runs."""
 
-    def __init__(self, recorder: Recorder, *, parent: RunScope | None, streamed: bool,
+    @property
+    def hooks(self) -> RunHooks[Any]:
+        """The ``rec.hooks`` a run is given to be recorded."""
+        ...
+
+    def submit(self, event: Event) -> None: ...
+
+    def report(self, error: BaseException, *, in_hook: bool = False) -> None: ...
+
+    def begin_run(self, streamed: bool, run_config: RunConfig | None) -> RunScope: ...
+
+    async def end_run(self, session: Any) -> None: ...
+
+    async def flush_after_run(self, run_failed: bool = False) -> None: ...
+
+    def turn(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+
+    def take_turn_now(self) -> None: ...
+
+    def end_turn(self) -> None: ...
+
+
+class RunScope:
+    """The state of one recorded run; a :class:`~sessiontape.hooks.RecorderHooks` bound
+    to it turns the SDK's callbacks into events."""
+
+    def __init__(self, recorder: Owner, *, parent: RunScope | None, streamed: bool,
                  run_config: RunConfig | None) -> None:
         self.recorder = recorder
         self.id = new_ulid()
@@ -209,7 +234,6 @@ class RunScope:
         self.pending: dict[str, PendingCall] = {}  # a resumed run's calls awaiting a decision
         self._models: dict[int, str] = {}  # model names by agent (id), worked out once
         self.ended = False
-        self.hooks = RecorderHooks(self)
 
     @property
     def root(self) -> RunScope:
