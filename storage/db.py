@@ -28,7 +28,7 @@ the table names are in :mod:`~sessiontape.storage.tables`.
 The item store's aiosqlite connection is made of one of these (opened on aiosqlite's
 thread, then set to WAL). Two other files are not the store and open themselves: the
 catalog (:mod:`~sessiontape.storage.catalog.index`, its own busy timeout) and the ledger export
-(:mod:`~sessiontape.storage.catalog.ledger`, a new file no other process has open).
+(:mod:`~sessiontape.storage.exports.ledger`, a new file no other process has open).
 """
 
 from __future__ import annotations

@@ -30,12 +30,8 @@ from scripted import call, fail, final, model, reasoning, run_agent, square, too
 
 from sessiontape import Recorder
 from sessiontape.storage.agentuse.reader import LoadedSession, load_session
-from sessiontape.storage.catalog.ledger import (
-    LEDGER_FORMAT,
-    LedgerConversation,
-    LedgerSourceError,
-    export_ledger,
-)
+from sessiontape.storage.catalog.conversation import LedgerConversation, LedgerSourceError
+from sessiontape.storage.exports.ledger import LEDGER_FORMAT, export_ledger
 from sessiontape.storage.names import reported_model
 from sessiontape.storage.paths import SkilletPaths
 from sessiontape.storage.skillet.log_reader import SessionLogReader

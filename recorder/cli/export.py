@@ -6,15 +6,11 @@ import argparse
 import sqlite3
 from pathlib import Path
 
-from sessiontape.storage.catalog.ledger import (
-    LedgerConversation,
-    LedgerSourceError,
-    LedgerSummary,
-    export_ledger,
-)
+from sessiontape.storage.catalog.conversation import LedgerConversation, LedgerSourceError
 from sessiontape.storage.catalog.sessions import (
     SessionInfo,
 )
+from sessiontape.storage.exports.ledger import LedgerSummary, export_ledger
 from sessiontape.storage.paths import Locations
 
 from . import VERBS

@@ -2,8 +2,9 @@
 
 Owns ``sessions`` (list, show, clear, rename, prune: joining store, log and tree),
 ``selection`` (list's filters), ``timeline`` (a tree's exchanges aligned with a log's
-turns), ``ledger`` (one conversation read into sessions, messages and calls; the Ledger
-export), ``index`` and ``rows`` (the catalog cache: search, usage), ``search_query``,
+turns), ``conversation`` (one conversation read into sessions, messages and calls: what
+the index and every export read), ``index`` and ``rows`` (the catalog cache: search,
+usage), ``search_query``,
 ``fork`` and ``doctor`` (what is wrong in the layouts, and the safe repairs).
 
 May import: the shared ground, ``agentuse``, ``skillet``. (It reads both layouts.) Never

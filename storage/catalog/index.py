@@ -7,8 +7,9 @@ calls (tokens and cost) and its texts behind an FTS5 full-text index, shaped on 
 Ledger model (docs/formats.md, "Catalog"). The conversations are the ones ``sessions
 list`` lists (:func:`sessiontape.storage.catalog.sessions.gather_sessions`); each is kept as that
 listing shows it (its ``SessionInfo`` JSON, :meth:`Catalog.listed`) and read into rows as
-the ledger export reads it (:func:`sessiontape.storage.catalog.ledger.read_conversation`): from its
-AgentUse tree when it has one, else from its replay log.
+every export reads it
+(:func:`sessiontape.storage.catalog.conversation.read_conversation`): from its AgentUse
+tree when it has one, else from its replay log.
 
 :meth:`Catalog.refresh` reconciles the catalog with the files, re-reading only the
 conversations that changed and dropping those that vanished. What it states:

@@ -4,7 +4,7 @@ The reading half of :mod:`sessiontape.storage.catalog.index`, imported only when
 something to list or read, so that a question answered from an up-to-date catalog does not
 load the layouts' readers. :func:`discover` lists the conversations (``sessions list``'s
 rules, docs/cli.md); :func:`read` reads one as the ledger export reads it
-(:func:`sessiontape.storage.catalog.ledger.read_conversation`) into rows.
+(:func:`sessiontape.storage.catalog.conversation.read_conversation`) into rows.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..agentuse.reader import CorruptFileError, load_session
 from ..json_style import dumps_compact, loads
 from ..paths import Locations
 from ..skillet.log_owners import owner_record_name
-from .ledger import (
+from .conversation import (
     Exchange,
     LedgerConversation,
     LedgerSourceError,

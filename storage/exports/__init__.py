@@ -2,7 +2,7 @@
 
 Each module reads the read model (:mod:`sessiontape.storage.catalog`), never the layouts'
 raw files, and writes its format (a file written beside its target and renamed into place,
-0600). The Ledger export lives with the read model it shares (``catalog.ledger``).
+0600): ``ledger`` (the Agents Ledger tables, SQLite).
 
 May import: the shared ground, ``catalog``. Never a layout's package directly.
 """

@@ -1,42 +1,28 @@
-"""Recorded conversations exported as an Agents Ledger: Mnemonic's four ``agent_*`` tables.
+"""One recorded conversation read from its layouts: the read model's sessions, exchanges,
+messages and tool calls.
 
-:func:`export_ledger` writes a new SQLite file with ``agent_sessions``, ``agent_messages``,
-``agent_turns`` and ``agent_tool_calls``, with the ledger's own columns (docs/formats.md,
-"Agents Ledger export", maps our layouts onto them), and two tables of ours:
-``sessiontape_meta`` (its format) and ``sessiontape_conversations`` (the user and session
-name of each top-level session).
-
-Each conversation is read from its AgentUse tree when it has one (ids, times, parts,
-subagents), with the turns of its JSONL replay log that name no exchange of the tree
-(skilled_crew's; :mod:`sessiontape.storage.catalog.timeline`), else from its log alone (turns; a
-subagent run is the steps that share a ``parentCallId``). Rows keep the layouts' ids
-(session ULIDs, part and exchange ids, call ids); a row without one, or whose id an earlier
-row of the export already took, gets a uuid5 of its file and position, so exporting the
-same conversations again gives the same ids. Models are spelled as the log spells them,
-``provider/model``, whichever layout they are read from (:func:`reported_model`).
-
-The file is written as a temporary file beside ``out`` (0600) and renamed into place, so
-a failed export leaves nothing behind, and an existing file is only replaced with
-``force``. This module only reads the layouts.
+:func:`read_conversation` reads a :class:`LedgerConversation` (its user, session name,
+AgentUse directory and replay log; named for the Ledger export, its first reader) from its
+AgentUse tree when it has one (ids, times, parts, subagents), with the turns of its JSONL
+replay log that name no exchange of the tree (skilled_crew's;
+:mod:`sessiontape.storage.catalog.timeline`), else from its log alone (turns; a subagent
+run is the steps that share a ``parentCallId``). Models are spelled as the log spells
+them, ``provider/model``, whichever layout they are read from (:func:`reported_model`).
+The catalog index (:mod:`~sessiontape.storage.catalog.rows`) and every export
+(:mod:`sessiontape.storage.exports`) read conversations through it. This module only
+reads the layouts.
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import sqlite3
-import uuid
 from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
-from contextlib import closing, suppress
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..agentuse.liveness import reported_status
 from ..agentuse.reader import CorruptFileError, LoadedMessage, LoadedSession, load_session
-from ..db import META_SCHEMA
-from ..file_writes import FILE_MODE
 from ..json_style import dumps_compact, loads
 from ..names import reported_model
 from ..skillet.items import input_text
@@ -46,91 +32,19 @@ from ..times import iso_to_ms
 from .timeline import ExchangeKey, TurnKey, align
 
 __all__ = [
-    "LEDGER_FORMAT",
     "Exchange",
     "LedgerConversation",
     "LedgerSourceError",
-    "LedgerSummary",
     "Message",
     "ModelCall",
     "Session",
-    "export_ledger",
+    "conversation_name",
     "read_conversation",
     "response_of",
+    "task_text",
+    "without_empty",
 ]
 
-LEDGER_FORMAT = "sessiontape-ledger/1"
-
-_SCHEMA = f"""
-CREATE TABLE agent_sessions (
-  id TEXT PRIMARY KEY,
-  source TEXT,
-  model TEXT,
-  project TEXT,
-  created_at INTEGER,
-  message_count INTEGER,
-  parent_session_id TEXT,
-  parent_message_id TEXT,
-  tool_call_id TEXT,
-  task_description TEXT,
-  task_status TEXT,
-  is_subagent INTEGER,
-  context_token_limit INTEGER,
-  context_tokens_used INTEGER,
-  is_agentic INTEGER,
-  force_mode TEXT,
-  workspace_path TEXT);
-CREATE TABLE agent_messages (
-  id TEXT PRIMARY KEY,
-  session_id TEXT REFERENCES agent_sessions (id),
-  role TEXT,
-  content TEXT,
-  sequence INTEGER,
-  timestamp INTEGER,
-  checkpoint_id TEXT,
-  is_agentic INTEGER,
-  is_plan_execution INTEGER,
-  context_json TEXT,
-  cursor_rules_json TEXT,
-  metadata_json TEXT);
-CREATE TABLE agent_turns (
-  id TEXT PRIMARY KEY,
-  session_id TEXT REFERENCES agent_sessions (id),
-  parent_turn_id TEXT,
-  query_message_ids TEXT,
-  response_message_id TEXT,
-  model TEXT,
-  token_count INTEGER,
-  timestamp INTEGER,
-  has_children INTEGER,
-  tool_call_count INTEGER);
-CREATE TABLE agent_tool_calls (
-  id TEXT PRIMARY KEY,
-  message_id TEXT REFERENCES agent_messages (id),
-  session_id TEXT REFERENCES agent_sessions (id),
-  tool_name TEXT,
-  tool_number INTEGER,
-  params_json TEXT,
-  result_json TEXT,
-  status TEXT,
-  child_session_id TEXT,
-  started_at INTEGER,
-  completed_at INTEGER);
-CREATE INDEX idx_agent_sessions_parent ON agent_sessions (parent_session_id);
-CREATE INDEX idx_agent_messages_session ON agent_messages (session_id, sequence);
-CREATE INDEX idx_agent_turns_session ON agent_turns (session_id);
-CREATE INDEX idx_agent_tool_calls_session ON agent_tool_calls (session_id);
-{META_SCHEMA};
-CREATE TABLE sessiontape_conversations (
-  session_id TEXT PRIMARY KEY REFERENCES agent_sessions (id),
-  user_id TEXT,
-  session_name TEXT NOT NULL,
-  agentuse_dir TEXT,
-  log_path TEXT,
-  read_from TEXT NOT NULL);
-"""
-
-_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://sessiontape.invalid/agents-ledger")
 # A layout's status as the ledger says it (others, such as running or pending, stay as they are).
 _STATUS = {"completed": "completed", "error": "failed", "crashed": "failed"}
 # Parts that mark structure or are AgentUse's debug lines, not messages.
@@ -138,7 +52,6 @@ _SKIPPED_PARTS = frozenset(("step-start", "step-finish", "log"))
 # Keys of a part that the row holds elsewhere (id, content, time, the tool call).
 _PART_KEYS = frozenset(("id", "sessionID", "messageID", "type", "text", "message", "time",
                         "callID", "tool", "state", "agent", "model"))
-
 
 class LedgerSourceError(ValueError):
     """A conversation has nothing to export from (no tree, no log), or none can be read."""
@@ -156,29 +69,6 @@ class LedgerConversation:
     agentuse_dir: Path | None
     log_path: Path | None
     origin: str
-
-
-@dataclass
-class LedgerSummary:
-    """What :func:`export_ledger` wrote (row counts) and what it could not read."""
-
-    path: Path
-    conversations: int = 0
-    sessions: int = 0
-    subagents: int = 0
-    messages: int = 0
-    turns: int = 0
-    tool_calls: int = 0
-    skipped: list[str] = field(default_factory=list)   # conversations left out, and why
-    problems: list[str] = field(default_factory=list)  # what was read around (bad lines...)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": str(self.path), "format": LEDGER_FORMAT,
-                "conversations": self.conversations, "sessions": self.sessions,
-                "subagents": self.subagents, "messages": self.messages, "turns": self.turns,
-                "tool_calls": self.tool_calls, "skipped": self.skipped,
-                "problems": self.problems}
-
 
 # -- what both layouts are read into ----------------------------------------------------
 
@@ -315,11 +205,6 @@ def _status(status: Any) -> str | None:
     return _STATUS.get(status, status) if isinstance(status, str) else None
 
 
-def _project(workspace: str | None) -> str | None:
-    """The project's name: the last folder of its root."""
-    return (os.path.basename(workspace.rstrip("/")) or workspace) if workspace else None
-
-
 def _json_text(value: Any) -> str:
     """``value`` as a JSON document: a string that is JSON already as it is (tool arguments,
     a JSON result), another string as a JSON string, anything else as compact JSON."""
@@ -332,7 +217,7 @@ def _json_text(value: Any) -> str:
     return dumps_compact(value).decode()
 
 
-def _task_text(params: str | None) -> str | None:
+def task_text(params: str | None) -> str | None:
     """What a subagent was asked: the one string argument of its call (``{"input": ...}``,
     AgentUse's ``{"task": ...}``), else the arguments as they are."""
     try:
@@ -346,7 +231,7 @@ def _task_text(params: str | None) -> str | None:
     return params
 
 
-def _compact(metadata: dict[str, Any]) -> dict[str, Any]:
+def without_empty(metadata: dict[str, Any]) -> dict[str, Any]:
     """``metadata`` without its empty entries."""
     return {key: value for key, value in metadata.items() if value is not None}
 
@@ -398,7 +283,7 @@ def _part_message(part: dict[str, Any], agent: str | None, model: str | None,
     as the content and its own fields in the metadata."""
     kind = str(part.get("type"))
     extra = {key: value for key, value in part.items() if key not in _PART_KEYS}
-    metadata = _compact({"kind": kind, "agent": agent, "model": model, **extra})
+    metadata = without_empty({"kind": kind, "agent": agent, "model": model, **extra})
     when = _part_time(part) or at
     if kind == "tool":
         return _Message("assistant", "", when, metadata, _str(part.get("id")), _tree_call(part))
@@ -516,7 +401,7 @@ class _Scope:
         """The exchange's answer, when the log has it only outside a ``text`` step (a
         ``final_result``, a subagent's result)."""
         if not any(m.kind == "text" for m in self.exchange.messages):
-            self.add(_Message("assistant", text, at, _compact({"kind": "text",
+            self.add(_Message("assistant", text, at, without_empty({"kind": "text",
                                                                 "agent": self.agent})))
 
 
@@ -602,7 +487,7 @@ class _LogReader:
             scope = self.runs[parent] = _Scope(child, _Exchange())
             child.exchanges.append(scope.exchange)
             owner.session.adopt(child, spawn)
-            task = _task_text(spawn.call.params) if spawn and spawn.call else None
+            task = task_text(spawn.call.params) if spawn and spawn.call else None
             if task is not None:
                 scope.add(_Message("user", task, at, {"kind": "prompt"}))
         return self.runs[parent]
@@ -619,8 +504,8 @@ class _LogReader:
         scope.session.context_used = _context(tokens)
         reasoning = data.get("reasoning")
         for text in reasoning if isinstance(reasoning, list) else []:
-            scope.add(_Message("assistant", str(text), at,
-                               _compact({"kind": "reasoning", "agent": agent, "model": model})))
+            metadata = {"kind": "reasoning", "agent": agent, "model": model}
+            scope.add(_Message("assistant", str(text), at, without_empty(metadata)))
 
     def _step(self, step: dict[str, Any], at: int | None) -> None:
         scope = self._scope_of(step, at)
@@ -636,20 +521,20 @@ class _LogReader:
         elif kind == "agent_tool_end":
             self._tool_end(scope, step, agent, at)
         elif kind == "handoff":
-            scope.add(_Message("assistant", "", at, _compact(
+            scope.add(_Message("assistant", "", at, without_empty(
                 {"kind": "handoff", "agent": agent, "toAgent": step.get("toAgentName")})))
         elif kind not in ("agent_start", "agent_end"):
             extra = {k: v for k, v in step.items()
                      if k not in ("type", "text", "agentName", "parentCallId")}
             scope.add(_Message("assistant", str(step.get("text", "")), at,
-                               _compact({"kind": kind, "agent": agent, **extra})))
+                               without_empty({"kind": kind, "agent": agent, **extra})))
 
     def _tool_start(self, scope: _Scope, step: dict[str, Any], agent: str | None,
                     at: int | None) -> None:
         arguments = step.get("toolArgumentsStr")
         call = _Call(_str(step.get("callId")), _str(step.get("toolName")),
                      None if arguments is None else _json_text(arguments), "running", started=at)
-        message = scope.add(_Message("assistant", "", at, _compact(
+        message = scope.add(_Message("assistant", "", at, without_empty(
             {"kind": "tool", "agent": agent}), call=call))
         scope.session.agentic = True
         if call.call_id is not None:
@@ -672,7 +557,7 @@ class _LogReader:
         call = self._started(scope, step, agent)
         if call is None:  # an end whose start is not in the log
             call = _Call(_str(step.get("callId")), _str(step.get("toolName")), None, started=at)
-            scope.add(_Message("assistant", "", at, _compact({"kind": "tool", "agent": agent}),
+            scope.add(_Message("assistant", "", at, without_empty({"kind": "tool", "agent": agent}),
                                call=call))
         failed = step_failed(step)
         call.error = _str(step.get("error")) if failed else None
@@ -720,135 +605,12 @@ Session = _Session
 Exchange = _Exchange
 Message = _Message
 
-
-# -- writing ----------------------------------------------------------------------------
-
-
-class _Ids:
-    """Row ids, unique per table: the layout's id when no earlier row took it, else a
-    uuid5 of the row's seed (its file and position)."""
-
-    def __init__(self) -> None:
-        self._used: dict[str, set[str]] = defaultdict(set)
-
-    def claim(self, table: str, preferred: str | None, seed: str) -> str:
-        used = self._used[table]
-        value = preferred if preferred and preferred not in used \
-            else str(uuid.uuid5(_NAMESPACE, f"{table}\0{seed}"))
-        used.add(value)
-        return value
-
-
-def _assign_ids(session: _Session, ids: _Ids) -> None:
-    """Ids for the session, its rows and (after them) its subagents: a log's subagent
-    run is ``task-<call id>``, as the ledger names a subagent without an id of its own."""
-    spawn_call = session.spawn.call if session.spawn is not None else None
-    preferred = session.preferred or (f"task-{spawn_call.id}" if spawn_call else None)
-    session.id = ids.claim("agent_sessions", preferred, session.seed)
-    sequence = 0
-    for number, exchange in enumerate(session.exchanges):
-        exchange.id = ids.claim("agent_turns", exchange.preferred, f"{session.seed}#{number}")
-        for message in exchange.messages:
-            seed = f"{session.seed}#{number}.{sequence}"
-            message.id = ids.claim("agent_messages", message.preferred, seed)
-            if message.call is not None:
-                message.call.id = ids.claim("agent_tool_calls", message.call.call_id, seed)
-            sequence += 1
-    for sub in session.subagents:
-        _assign_ids(sub, ids)
-
-
 def response_of(exchange: _Exchange) -> _Message | None:
     """The exchange's answer: its last text."""
     texts = [m for m in exchange.messages if m.kind == "text"]
     return texts[-1] if texts else None
 
-
-def _session_row(session: _Session) -> tuple[Any, ...]:
-    spawn = session.spawn
-    call = spawn.call if spawn is not None else None
-    return (session.id, session.source, session.model, _project(session.workspace),
-            session.created_at, sum(len(e.messages) for e in session.exchanges),
-            session.parent.id if session.parent else None, spawn.id if spawn else None,
-            call.id if call else None, _task_text(call.params) if call else None,
-            session.task_status if session.parent else None, int(session.parent is not None),
-            session.context_limit, session.context_used, int(session.agentic), None,
-            session.workspace)
-
-
-def _metadata(message: _Message, usage: dict[str, Any] | None) -> str:
-    """The row's metadata, with its call's ``toolFormerData`` and the ``tokenCount`` of its
-    exchange (given for the exchange's response only)."""
-    metadata = dict(message.metadata)
-    call = message.call
-    if call is not None:
-        metadata["toolFormerData"] = _compact({
-            "name": call.name, "callId": call.call_id, "status": call.status,
-            "params": call.params, "result": call.result, "error": call.error})
-    if usage is not None:
-        metadata["tokenCount"] = usage
-    return dumps_compact(metadata).decode()
-
-
-def _message_rows(session: _Session) -> Iterator[tuple[Any, ...]]:
-    sequence = 0
-    for exchange in session.exchanges:
-        response = response_of(exchange)
-        for message in exchange.messages:
-            usage = exchange.usage if message is response else None
-            yield (message.id, session.id, message.role, message.content, sequence,
-                   message.timestamp, None, int(session.agentic), 0, None, None,
-                   _metadata(message, usage))
-            sequence += 1
-
-
-def _turn_rows(session: _Session) -> Iterator[tuple[Any, ...]]:
-    last = len(session.exchanges) - 1
-    for number, exchange in enumerate(session.exchanges):
-        response = response_of(exchange)
-        usage = exchange.usage
-        times = [m.timestamp for m in exchange.messages if m.timestamp is not None]
-        yield (exchange.id, session.id,
-               session.exchanges[number - 1].id if number else None,
-               dumps_compact([m.id for m in exchange.messages if m.role == "user"]).decode(),
-               response.id if response else None, exchange.model,
-               usage["inputTokens"] + usage["outputTokens"] if usage else None,
-               exchange.completed or max(times, default=None), int(number < last),
-               sum(m.call is not None for m in exchange.messages))
-
-
-def _tool_call_rows(session: _Session) -> Iterator[tuple[Any, ...]]:
-    for exchange in session.exchanges:
-        calls = [m for m in exchange.messages if m.call is not None]
-        for number, message in enumerate(calls):
-            call = message.call
-            assert call is not None
-            yield (call.id, message.id, session.id, call.name, number, call.params, call.result,
-                   call.status, call.child.id if call.child else None, call.started,
-                   call.completed)
-
-
-def _rows(conn: sqlite3.Connection, table: str, width: int,
-          rows: Iterator[tuple[Any, ...]]) -> int:
-    """Insert ``rows`` of ``width`` columns into ``table``; how many."""
-    return conn.executemany(f"INSERT INTO {table} VALUES ({','.join('?' * width)})",
-                            rows).rowcount
-
-
-def _insert(conn: sqlite3.Connection, session: _Session, summary: LedgerSummary) -> None:
-    """The rows of ``session`` and of its subagents."""
-    _rows(conn, "agent_sessions", 17, iter([_session_row(session)]))
-    summary.messages += _rows(conn, "agent_messages", 12, _message_rows(session))
-    summary.turns += _rows(conn, "agent_turns", 10, _turn_rows(session))
-    summary.tool_calls += _rows(conn, "agent_tool_calls", 11, _tool_call_rows(session))
-    summary.sessions += 1
-    summary.subagents += session.parent is not None
-    for sub in session.subagents:
-        _insert(conn, sub, summary)
-
-
-# -- reading a conversation -------------------------------------------------------------
-
+# -- reading a conversation --------------------------------------------------------------
 
 def read_conversation(conversation: LedgerConversation, problems: list[str],
                       tree: LoadedSession | None = None) -> tuple[_Session, str]:
@@ -863,95 +625,28 @@ def read_conversation(conversation: LedgerConversation, problems: list[str],
                                conversation.origin).read()
         except (CorruptFileError, OSError) as exc:
             if log is None:
-                raise LedgerSourceError(f"{_name(conversation)}: {exc}") from None
-            problems.append(f"{_name(conversation)}: {exc}; exported from its log")
+                raise LedgerSourceError(f"{conversation_name(conversation)}: {exc}") from None
+            problems.append(f"{conversation_name(conversation)}: {exc}; exported from its log")
     if log is None:
         if read is not None:
             return read, "agentuse"
-        raise LedgerSourceError(f"{_name(conversation)}: nothing to export: no AgentUse tree "
-                                "and no replay log")
+        raise LedgerSourceError(f"{conversation_name(conversation)}: nothing to export: no "
+                                "AgentUse tree and no replay log")
     reader = _LogReader(log, conversation.origin)
     try:
         session = reader.read()
     except OSError as exc:
         if read is not None:
-            problems.append(f"{_name(conversation)}: {log}: cannot read: "
+            problems.append(f"{conversation_name(conversation)}: {log}: cannot read: "
                             f"{exc.strerror or exc}; exported from its tree")
             return read, "agentuse"
-        raise LedgerSourceError(f"{_name(conversation)}: {log}: cannot read: "
+        raise LedgerSourceError(f"{conversation_name(conversation)}: {log}: cannot read: "
                                 f"{exc.strerror or exc}") from None
     problems.extend(reader.problems)
     if read is not None:
         return _with_log_turns(read, session), "agentuse"
     return session, "log"
 
-
-def _name(conversation: LedgerConversation) -> str:
+def conversation_name(conversation: LedgerConversation) -> str:
     user = f"{conversation.user_id}:" if conversation.user_id is not None else ""
     return f"{user}{conversation.session_name}"
-
-
-def _write(conn: sqlite3.Connection, conversations: Sequence[LedgerConversation],
-           summary: LedgerSummary, strict: bool) -> None:
-    conn.execute("INSERT INTO sessiontape_meta VALUES ('format', ?)", (LEDGER_FORMAT,))
-    ids = _Ids()
-    for conversation in conversations:
-        try:
-            session, read_from = read_conversation(conversation, summary.problems)
-        except LedgerSourceError as exc:
-            if strict:
-                raise
-            summary.skipped.append(str(exc))
-            continue
-        _assign_ids(session, ids)
-        _insert(conn, session, summary)
-        conn.execute("INSERT INTO sessiontape_conversations VALUES (?,?,?,?,?,?)", (
-            session.id, conversation.user_id, conversation.session_name,
-            str(conversation.agentuse_dir) if read_from == "agentuse" else None,
-            str(conversation.log_path) if conversation.log_path else None, read_from))
-        summary.conversations += 1
-
-
-def _refuse_existing(out: Path) -> None:
-    if os.path.lexists(out):
-        raise FileExistsError(errno.EEXIST, "already exists (force replaces it)", str(out))
-
-
-def export_ledger(out: Path, conversations: Sequence[LedgerConversation], *,
-                  force: bool = False, strict: bool = False) -> LedgerSummary:
-    """Write ``conversations`` as a new Agents Ledger SQLite file at ``out`` (mode 0600).
-
-    Raises FileExistsError if ``out`` exists, unless ``force``. A conversation with nothing
-    to read (no tree and no log, or neither readable) is listed in the summary's
-    ``skipped``, or with ``strict`` raises :class:`LedgerSourceError`. On any error nothing
-    is left at ``out`` (nor beside it) and an existing file is unchanged. When two
-    conversations share a layout id, the first given keeps it.
-    """
-    out = Path(out)
-    if not force:
-        _refuse_existing(out)
-    summary = LedgerSummary(out)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE))
-    try:
-        with closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
-            conn.execute("PRAGMA journal_mode = OFF")  # a failure discards the whole file
-            conn.executescript(_SCHEMA)
-            conn.execute("BEGIN")
-            _write(conn, conversations, summary, strict)
-            conn.execute("COMMIT")
-        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if force:
-            os.replace(tmp, out)
-        else:
-            os.link(tmp, out)  # fails if a file appeared at ``out`` meanwhile
-            os.unlink(tmp)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return summary
