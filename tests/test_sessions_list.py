@@ -178,9 +178,11 @@ def test_times_are_utc_with_the_zone_and_costs_have_one_precision(world: World) 
     assert TIME.findall(turn)[0] <= f"{kites_at[:10]} {kites_at[11:19]} UTC"
     pruned = world.ok("prune").stdout.splitlines()
     assert pruned[0] == "would remove 3 sessions last active before 2999-01-01 00:00:00 UTC"
-    assert [TIME.findall(line) for line in pruned[1:]] == [
-        [f"{listed[pair]['last_activity'][:10]} {listed[pair]['last_activity'][11:19]} UTC"]
-        for pair in ORDER]
+    # oldest first (ORDER is newest first, as list shows it); the three may span a second
+    assert [(line.split()[0], line.split()[2], TIME.findall(line)) for line in pruned[1:]] == [
+        (name, user, [f"{listed[(user, name)]['last_activity'][:10]} "
+                      f"{listed[(user, name)]['last_activity'][11:19]} UTC"])
+        for user, name in reversed(ORDER)]
     kites = rows(world.results["text"].stdout)[(CAROL, "kites")]
     # gpt-4.1: 1000 in x $2/M + 200 out x $8/M = $0.0036
     assert "  $0.003600  " in kites
