@@ -1,4 +1,4 @@
-"""``sessiontape export``: recorded conversations written as an Agents Ledger."""
+"""``sessiontape export``: recorded conversations written in another tool's format."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from sessiontape.storage.catalog.sessions import (
     SessionInfo,
 )
 from sessiontape.storage.exports.ledger import LedgerSummary, export_ledger
+from sessiontape.storage.exports.session_events import (
+    SessionEventsSummary,
+    export_session_events,
+)
 from sessiontape.storage.paths import Locations
 
 from . import VERBS
@@ -51,9 +55,11 @@ def _conversation(info: SessionInfo) -> LedgerConversation:
                               info.log_path, info.origin)
 
 
-def _summary_line(summary: LedgerSummary) -> str:
-    return (f"exported {plural(summary.conversations, 'conversation')} to {summary.path}: "
-            f"{plural(summary.sessions, 'session')} "
+def _summary_line(summary: LedgerSummary | SessionEventsSummary) -> str:
+    wrote = f"exported {plural(summary.conversations, 'conversation')} to {summary.path}: "
+    if isinstance(summary, SessionEventsSummary):
+        return wrote + plural(summary.events, "event")
+    return (wrote + f"{plural(summary.sessions, 'session')} "
             f"({plural(summary.subagents, 'subagent')}), "
             f"{plural(summary.messages, 'message')}, {plural(summary.turns, 'turn')}, "
             f"{plural(summary.tool_calls, 'tool call')}")
@@ -67,8 +73,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     # Oldest first: when two conversations repeat a layout's id, the older one keeps it.
     selected.sort(key=lambda i: (i.first_ms or 0, i.user_id or "", i.session_name))
     try:
-        summary = export_ledger(args.out, [_conversation(info) for info in selected],
-                                force=args.force, strict=bool(args.session))
+        export = export_ledger if args.format == "ledger" else export_session_events
+        summary = export(args.out, [_conversation(info) for info in selected],
+                         force=args.force, strict=bool(args.session))
     except FileExistsError:
         eprint(printable(f"{PROG}: {args.out} already exists; pass --force to replace it"))
         return EXIT_USAGE
@@ -93,22 +100,24 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Add the ``export`` verb."""
     export = verbs.add_parser(
         "export", help=VERBS["export"].help,
-        description="Write recorded conversations into a new SQLite file in the Agents "
-                    "Ledger's format: the tables agent_sessions (subagents included, linked "
-                    "to the call that ran them), agent_messages, agent_turns and "
-                    "agent_tool_calls. Each conversation is read from its AgentUse tree "
-                    "with the turns of its replay log that tree lacks (skilled_crew's), "
-                    "else from its replay log. The file is created 0600 and appears whole "
-                    "or not at all.",
+        description="Write recorded conversations into a new file in another tool's "
+                    "format. ledger: a SQLite file in the Agents Ledger's format, the tables "
+                    "agent_sessions (subagents included, linked to the call that ran them), "
+                    "agent_messages, agent_turns and agent_tool_calls. session-events: a "
+                    "JSONL file of Agent Sessions' SessionEvent, one a line (docs/interop.md). "
+                    "Each conversation is read from its AgentUse tree with the turns of its "
+                    "replay log that tree lacks (skilled_crew's), else from its replay log. "
+                    "The file is created 0600 and appears whole or not at all.",
         epilog="Exit status: 0 written; 1 unknown --session, a named session with nothing "
                "to export, or a write error (nothing is written); 2 usage error, an "
                "ambiguous name, or FILE exists without --force. Without --session a "
                "conversation with nothing to export (only stored items) is skipped with a "
                "warning.")
-    export.add_argument("--format", required=True, choices=("ledger",),
-                        help="the format to write (ledger: Mnemonic's Agents Ledger)")
+    export.add_argument("--format", required=True, choices=("ledger", "session-events"),
+                        help="the format to write (ledger: Mnemonic's Agents Ledger, SQLite; "
+                             "session-events: Agent Sessions' SessionEvent lines, JSONL)")
     export.add_argument("--out", required=True, type=Path, metavar="FILE",
-                        help="the SQLite file to create")
+                        help="the file to create")
     export.add_argument("--session", action="append", default=None, metavar="NAME",
                         help="a conversation to export, by name or AgentUse id prefix as "
                              "`sessions show` takes it (repeatable; default: every "

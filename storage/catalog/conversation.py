@@ -88,11 +88,14 @@ class _Call:
     child_ref: str | None = None
     child: _Session | None = None
     id: str = ""
+    ended_by: Any = None  # the log line that ended it (a tree's part holds both ends)
 
 
 @dataclass
 class _Message:
-    """One ``agent_messages`` row; ``preferred`` is the layout's id for it, if any."""
+    """One ``agent_messages`` row; ``preferred`` is the layout's id for it, if any;
+    ``source`` the record it was read from (a tree's part or ``message.json``, a log's
+    line)."""
 
     role: str
     content: str
@@ -101,6 +104,7 @@ class _Message:
     preferred: str | None = None
     call: _Call | None = None
     id: str = ""
+    source: Any = None
 
     @property
     def kind(self) -> Any:
@@ -286,10 +290,11 @@ def _part_message(part: dict[str, Any], agent: str | None, model: str | None,
     metadata = without_empty({"kind": kind, "agent": agent, "model": model, **extra})
     when = _part_time(part) or at
     if kind == "tool":
-        return _Message("assistant", "", when, metadata, _str(part.get("id")), _tree_call(part))
+        return _Message("assistant", "", when, metadata, _str(part.get("id")), _tree_call(part),
+                        source=part)
     content = part.get("text", part.get("message"))
     return _Message("assistant", "" if content is None else str(content), when, metadata,
-                    _str(part.get("id")))
+                    _str(part.get("id")), source=part)
 
 
 class _TreeReader:
@@ -326,10 +331,11 @@ class _TreeReader:
         exchange = _Exchange(preferred=_str(info.get("id")), model=_model(assistant.get("modelID")),
                              completed=_int(times.get("completed")))
         system = assistant.get("system")
-        exchange.messages += [_Message("system", text, created, {"kind": "system"})
+        exchange.messages += [_Message("system", text, created, {"kind": "system"}, source=info)
                               for text in (system if isinstance(system, list) else [])
                               if isinstance(text, str)]
-        exchange.messages.append(_Message("user", _prompt(info), created, {"kind": "prompt"}))
+        exchange.messages.append(_Message("user", _prompt(info), created, {"kind": "prompt"},
+                                          source=info))
         self._parts(message.parts, exchange, created)
         if isinstance(assistant.get("tokens"), dict):
             exchange.add_usage(_tokens(assistant["tokens"]), assistant.get("cost"))
@@ -397,12 +403,13 @@ class _Scope:
         self.text = message if message.kind == "text" else None
         return message
 
-    def answer(self, text: str, at: int | None) -> None:
+    def answer(self, text: str, at: int | None, source: Any) -> None:
         """The exchange's answer, when the log has it only outside a ``text`` step (a
-        ``final_result``, a subagent's result)."""
+        ``final_result``, a subagent's result: ``source``)."""
         if not any(m.kind == "text" for m in self.exchange.messages):
             self.add(_Message("assistant", text, at, without_empty({"kind": "text",
-                                                                "agent": self.agent})))
+                                                                "agent": self.agent}),
+                              source=source))
 
 
 def _turn_entries(entries: list[LogEntry]) -> Iterator[list[LogEntry]]:
@@ -433,6 +440,7 @@ class _LogReader:
         self.calls: dict[str, tuple[_Message, _Scope]] = {}  # by callId
         self.runs: dict[str, _Scope] = {}  # subagent runs by parentCallId
         self.problems: list[str] = []
+        self.line: dict[str, Any] = {}  # the line being read: the source of its rows
 
     def read(self) -> _Session:
         reader = SessionLogReader(self.path)
@@ -447,14 +455,16 @@ class _LogReader:
     def _turn(self, entries: list[LogEntry], turn: Turn) -> None:
         self.scope = _Scope(self.main, _Exchange(), self.scope.agent)
         self.main.exchanges.append(self.scope.exchange)
+        final: dict[str, Any] = {}
         for entry in entries:
             at = iso_to_ms(entry.timestamp)
+            self.line = entry.data
             if entry.kind == "user_message":
                 self._user_message(entry.data, at)
             elif entry.kind == "model_call":
                 self._model_call(entry.data, at)
             elif entry.kind == "final_result":
-                self.scope.exchange.completed = at
+                self.scope.exchange.completed, final = at, entry.data
             else:
                 step = step_of(entry.kind, entry.data)
                 if step is not None:
@@ -463,7 +473,7 @@ class _LogReader:
         exchange.model = _model(turn.model) or exchange.model
         self.main.model = exchange.model or self.main.model
         if turn.complete and turn.text:
-            self.scope.answer(turn.text, exchange.completed)
+            self.scope.answer(turn.text, exchange.completed, final)
 
     def _user_message(self, data: dict[str, Any], at: int | None) -> None:
         self.scope.exchange.names = _str(data.get("sessionId"))
@@ -472,7 +482,8 @@ class _LogReader:
         user_input = data.get("userInput")
         metadata = {"kind": "prompt"} if isinstance(user_input, str) \
             else {"kind": "prompt", "input": user_input}
-        self.scope.add(_Message("user", input_text(user_input, "\n"), at, metadata))
+        self.scope.add(_Message("user", input_text(user_input, "\n"), at, metadata,
+                                source=self.line))
 
     def _scope_of(self, data: dict[str, Any], at: int | None) -> _Scope:
         """The scope of a line: its subagent run's (started at its first line), else the
@@ -487,9 +498,11 @@ class _LogReader:
             scope = self.runs[parent] = _Scope(child, _Exchange())
             child.exchanges.append(scope.exchange)
             owner.session.adopt(child, spawn)
-            task = task_text(spawn.call.params) if spawn and spawn.call else None
-            if task is not None:
-                scope.add(_Message("user", task, at, {"kind": "prompt"}))
+            if spawn is not None and spawn.call is not None:
+                task = task_text(spawn.call.params)
+                if task is not None:
+                    scope.add(_Message("user", task, at, {"kind": "prompt"},
+                                       source=spawn.source))
         return self.runs[parent]
 
     def _model_call(self, data: dict[str, Any], at: int | None) -> None:
@@ -505,7 +518,8 @@ class _LogReader:
         reasoning = data.get("reasoning")
         for text in reasoning if isinstance(reasoning, list) else []:
             metadata = {"kind": "reasoning", "agent": agent, "model": model}
-            scope.add(_Message("assistant", str(text), at, without_empty(metadata)))
+            scope.add(_Message("assistant", str(text), at, without_empty(metadata),
+                               source=self.line))
 
     def _step(self, step: dict[str, Any], at: int | None) -> None:
         scope = self._scope_of(step, at)
@@ -522,12 +536,14 @@ class _LogReader:
             self._tool_end(scope, step, agent, at)
         elif kind == "handoff":
             scope.add(_Message("assistant", "", at, without_empty(
-                {"kind": "handoff", "agent": agent, "toAgent": step.get("toAgentName")})))
+                {"kind": "handoff", "agent": agent, "toAgent": step.get("toAgentName")}),
+                source=self.line))
         elif kind not in ("agent_start", "agent_end"):
             extra = {k: v for k, v in step.items()
                      if k not in ("type", "text", "agentName", "parentCallId")}
             scope.add(_Message("assistant", str(step.get("text", "")), at,
-                               without_empty({"kind": kind, "agent": agent, **extra})))
+                               without_empty({"kind": kind, "agent": agent, **extra}),
+                               source=self.line))
 
     def _tool_start(self, scope: _Scope, step: dict[str, Any], agent: str | None,
                     at: int | None) -> None:
@@ -535,7 +551,7 @@ class _LogReader:
         call = _Call(_str(step.get("callId")), _str(step.get("toolName")),
                      None if arguments is None else _json_text(arguments), "running", started=at)
         message = scope.add(_Message("assistant", "", at, without_empty(
-            {"kind": "tool", "agent": agent}), call=call))
+            {"kind": "tool", "agent": agent}), call=call, source=self.line))
         scope.session.agentic = True
         if call.call_id is not None:
             self.calls[call.call_id] = (message, scope)
@@ -558,7 +574,8 @@ class _LogReader:
         if call is None:  # an end whose start is not in the log
             call = _Call(_str(step.get("callId")), _str(step.get("toolName")), None, started=at)
             scope.add(_Message("assistant", "", at, without_empty({"kind": "tool", "agent": agent}),
-                               call=call))
+                               call=call, source=self.line))
+        call.ended_by = self.line
         failed = step_failed(step)
         call.error = _str(step.get("error")) if failed else None
         result = call.error or step.get("result")
@@ -568,7 +585,7 @@ class _LogReader:
         if run is not None:  # a subagent run ends with its call, whose result is its answer
             run.session.task_status, run.exchange.completed = call.status, at
             if not failed and isinstance(step.get("result"), str):
-                run.answer(step["result"], at)
+                run.answer(step["result"], at, self.line)
 
 
 def _prompt_key(exchange: _Exchange) -> tuple[str, int | None]:

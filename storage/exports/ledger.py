@@ -18,13 +18,12 @@ a failed export leaves nothing behind, and an existing file is only replaced wit
 
 from __future__ import annotations
 
-import errno
 import os
 import sqlite3
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from contextlib import closing, suppress
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +39,8 @@ from ..catalog.conversation import (
     without_empty,
 )
 from ..db import META_SCHEMA
-from ..file_writes import FILE_MODE
 from ..json_style import dumps_compact
+from .output import written_beside
 
 __all__ = ["LEDGER_FORMAT", "LedgerSummary", "export_ledger"]
 
@@ -281,11 +280,6 @@ def _write(conn: sqlite3.Connection, conversations: Sequence[LedgerConversation]
         summary.conversations += 1
 
 
-def _refuse_existing(out: Path) -> None:
-    if os.path.lexists(out):
-        raise FileExistsError(errno.EEXIST, "already exists (force replaces it)", str(out))
-
-
 def export_ledger(out: Path, conversations: Sequence[LedgerConversation], *,
                   force: bool = False, strict: bool = False) -> LedgerSummary:
     """Write ``conversations`` as a new Agents Ledger SQLite file at ``out`` (mode 0600).
@@ -297,30 +291,12 @@ def export_ledger(out: Path, conversations: Sequence[LedgerConversation], *,
     conversations share a layout id, the first given keeps it.
     """
     out = Path(out)
-    if not force:
-        _refuse_existing(out)
     summary = LedgerSummary(out)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE))
-    try:
-        with closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
-            conn.execute("PRAGMA journal_mode = OFF")  # a failure discards the whole file
-            conn.executescript(_SCHEMA)
-            conn.execute("BEGIN")
-            _write(conn, conversations, summary, strict)
-            conn.execute("COMMIT")
-        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if force:
-            os.replace(tmp, out)
-        else:
-            os.link(tmp, out)  # fails if a file appeared at ``out`` meanwhile
-            os.unlink(tmp)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with written_beside(out, force=force) as tmp, \
+            closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
+        conn.execute("PRAGMA journal_mode = OFF")  # a failure discards the whole file
+        conn.executescript(_SCHEMA)
+        conn.execute("BEGIN")
+        _write(conn, conversations, summary, strict)
+        conn.execute("COMMIT")
     return summary
