@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import re
 import shutil
 import sys
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -16,6 +15,7 @@ from typing import Any, TextIO
 import orjson
 
 from sessiontape.storage.json_style import dumps_compact, dumps_pretty
+from sessiontape.storage.text import cost_text, printable, surrogates_escaped
 
 __all__ = [
     "EXIT_FAILURE",
@@ -43,26 +43,6 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-# C0 and C1 controls but newline and tab (what a recorded text could use to act on a
-# terminal), and lone surrogates (a text read from a JSON escape, which no terminal encodes);
-# for a text that must stay on its line (a name), newline and tab too.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-_UNPRINTABLE_IN_LINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(text: str, *, one_line: bool = False) -> str:
-    """``text`` with control characters shown as ``\\x1b`` escapes, never acted on by the
-    terminal (recorded names and outputs may hold escape sequences), and lone surrogates as
-    ``\\ud800``; keeps newlines and tabs, but with ``one_line`` (a name in a table cell or
-    a message line) shows them as ``\\x0a`` and ``\\x09`` too."""
-    return (_UNPRINTABLE_IN_LINE if one_line else _UNPRINTABLE).sub(_escape, text)
-
-
 def plural(count: int, word: str) -> str:
     """``1 turn``, ``2 turns``: ``count`` and ``word``, with an ``s`` unless it is one."""
     return f"{count} {word}{'' if count == 1 else 's'}"
@@ -85,13 +65,6 @@ class Style:
         self.cyan = "\x1b[36m" if on else ""
         self.heading = "\x1b[1;36m" if on else ""  # bold cyan, in one sequence
         self.reset = "\x1b[0m" if on else ""
-
-
-def cost_text(cost: float | None) -> str:
-    """A cost in USD: ``$0.0123``, six places below a cent, ``-`` when unknown."""
-    if cost is None:
-        return "-"
-    return f"${cost:.4f}" if cost >= 0.01 or cost == 0 else f"${cost:.6f}"
 
 
 def filters_given(filters: Iterable[tuple[str, Any]]) -> str:
@@ -172,16 +145,13 @@ def print_json(value: Any, *, indent: bool = True, stream: TextIO | None = None)
     (stream or sys.stdout).write(data.decode() + "\n")
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def print_csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """``header``, then ``rows``, as CSV (RFC 4180: commas, quotes doubled inside quoted
     fields, CRLF line ends) on stdout, for ``--csv``. Values are raw (None an empty field, a
     float as Python writes it); only a lone surrogate, which no encoding writes, becomes its
     ``\\udXXX`` escape as :func:`printable` shows it."""
     def cell(value: Any) -> Any:
-        return _SURROGATE.sub(_escape, value) if isinstance(value, str) else value
+        return surrogates_escaped(value) if isinstance(value, str) else value
 
     writer = csv.writer(sys.stdout, lineterminator="\r\n")
     writer.writerow(header)
