@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from sessiontape.storage.catalog.conversation import LedgerConversation, LedgerSourceError
@@ -11,6 +12,7 @@ from sessiontape.storage.catalog.sessions import (
     SessionInfo,
 )
 from sessiontape.storage.exports.ledger import LedgerSummary, export_ledger
+from sessiontape.storage.exports.markdown import MarkdownSummary, export_markdown
 from sessiontape.storage.exports.session_events import (
     SessionEventsSummary,
     export_session_events,
@@ -55,10 +57,19 @@ def _conversation(info: SessionInfo) -> LedgerConversation:
                               info.log_path, info.origin)
 
 
-def _summary_line(summary: LedgerSummary | SessionEventsSummary) -> str:
+Summary = LedgerSummary | SessionEventsSummary | MarkdownSummary
+# each: (out, conversations, *, force, strict) -> its summary
+EXPORTS: dict[str, Callable[..., Summary]] = {
+    "ledger": export_ledger, "session-events": export_session_events,
+    "markdown": export_markdown}
+
+
+def _summary_line(summary: Summary) -> str:
     wrote = f"exported {plural(summary.conversations, 'conversation')} to {summary.path}: "
     if isinstance(summary, SessionEventsSummary):
         return wrote + plural(summary.events, "event")
+    if isinstance(summary, MarkdownSummary):
+        return wrote + plural(summary.turns, "turn")
     return (wrote + f"{plural(summary.sessions, 'session')} "
             f"({plural(summary.subagents, 'subagent')}), "
             f"{plural(summary.messages, 'message')}, {plural(summary.turns, 'turn')}, "
@@ -73,8 +84,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     # Oldest first: when two conversations repeat a layout's id, the older one keeps it.
     selected.sort(key=lambda i: (i.first_ms or 0, i.user_id or "", i.session_name))
     try:
-        export = export_ledger if args.format == "ledger" else export_session_events
-        summary = export(args.out, [_conversation(info) for info in selected],
+        summary = EXPORTS[args.format](args.out, [_conversation(info) for info in selected],
                          force=args.force, strict=bool(args.session))
     except FileExistsError:
         eprint(printable(f"{PROG}: {args.out} already exists; pass --force to replace it"))
@@ -105,6 +115,8 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "agent_sessions (subagents included, linked to the call that ran them), "
                     "agent_messages, agent_turns and agent_tool_calls. session-events: a "
                     "JSONL file of Agent Sessions' SessionEvent, one a line (docs/interop.md). "
+                    "markdown: a transcript to read or share, each turn with its tool calls, "
+                    "subagents quoted under the call that ran them, tokens and cost. "
                     "Each conversation is read from its AgentUse tree with the turns of its "
                     "replay log that tree lacks (skilled_crew's), else from its replay log. "
                     "The file is created 0600 and appears whole or not at all.",
@@ -113,9 +125,10 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                "ambiguous name, or FILE exists without --force. Without --session a "
                "conversation with nothing to export (only stored items) is skipped with a "
                "warning.")
-    export.add_argument("--format", required=True, choices=("ledger", "session-events"),
+    export.add_argument("--format", required=True, choices=tuple(EXPORTS),
                         help="the format to write (ledger: Mnemonic's Agents Ledger, SQLite; "
-                             "session-events: Agent Sessions' SessionEvent lines, JSONL)")
+                             "session-events: Agent Sessions' SessionEvent lines, JSONL; "
+                             "markdown: a transcript)")
     export.add_argument("--out", required=True, type=Path, metavar="FILE",
                         help="the file to create")
     export.add_argument("--session", action="append", default=None, metavar="NAME",
