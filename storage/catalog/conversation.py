@@ -90,6 +90,11 @@ class _Call:
     id: str = ""
     ended_by: Any = None  # the log line that ended it (a tree's part holds both ends)
 
+    @property
+    def failed(self) -> bool:
+        """Whether the call ended in an error (its output, if any, is the error's)."""
+        return self.status in ("failed", "error") or self.error is not None
+
 
 @dataclass
 class _Message:

@@ -24,16 +24,14 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..catalog.conversation import (
     LedgerConversation,
-    LedgerSourceError,
     Message,
     Session,
-    read_conversation,
     response_of,
     task_text,
     without_empty,
@@ -41,6 +39,7 @@ from ..catalog.conversation import (
 from ..db import META_SCHEMA
 from ..json_style import dumps_compact
 from .output import written_beside
+from .summary import ExportSummary, read_each
 
 __all__ = ["LEDGER_FORMAT", "LedgerSummary", "export_ledger"]
 
@@ -118,25 +117,20 @@ CREATE TABLE sessiontape_conversations (
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://sessiontape.invalid/agents-ledger")
 
 @dataclass
-class LedgerSummary:
+class LedgerSummary(ExportSummary):
     """What :func:`export_ledger` wrote (row counts) and what it could not read."""
 
-    path: Path
-    conversations: int = 0
+    FORMAT = LEDGER_FORMAT
     sessions: int = 0
     subagents: int = 0
     messages: int = 0
     turns: int = 0
     tool_calls: int = 0
-    skipped: list[str] = field(default_factory=list)   # conversations left out, and why
-    problems: list[str] = field(default_factory=list)  # what was read around (bad lines...)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"path": str(self.path), "format": LEDGER_FORMAT,
-                "conversations": self.conversations, "sessions": self.sessions,
-                "subagents": self.subagents, "messages": self.messages, "turns": self.turns,
-                "tool_calls": self.tool_calls, "skipped": self.skipped,
-                "problems": self.problems}
+    def counts(self) -> dict[str, int]:
+        return {"sessions": self.sessions, "subagents": self.subagents,
+                "messages": self.messages, "turns": self.turns, "tool_calls": self.tool_calls}
+
 
 # -- writing ----------------------------------------------------------------------------
 
@@ -263,21 +257,13 @@ def _write(conn: sqlite3.Connection, conversations: Sequence[LedgerConversation]
            summary: LedgerSummary, strict: bool) -> None:
     conn.execute("INSERT INTO sessiontape_meta VALUES ('format', ?)", (LEDGER_FORMAT,))
     ids = _Ids()
-    for conversation in conversations:
-        try:
-            session, read_from = read_conversation(conversation, summary.problems)
-        except LedgerSourceError as exc:
-            if strict:
-                raise
-            summary.skipped.append(str(exc))
-            continue
+    for conversation, session, read_from in read_each(conversations, summary, strict):
         _assign_ids(session, ids)
         _insert(conn, session, summary)
         conn.execute("INSERT INTO sessiontape_conversations VALUES (?,?,?,?,?,?)", (
             session.id, conversation.user_id, conversation.session_name,
             str(conversation.agentuse_dir) if read_from == "agentuse" else None,
             str(conversation.log_path) if conversation.log_path else None, read_from))
-        summary.conversations += 1
 
 
 def export_ledger(out: Path, conversations: Sequence[LedgerConversation], *,

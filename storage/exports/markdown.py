@@ -14,15 +14,13 @@ to one new file.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..catalog.conversation import (
     Exchange,
     LedgerConversation,
-    LedgerSourceError,
     Message,
     Session,
     read_conversation,
@@ -31,27 +29,22 @@ from ..json_style import dumps_pretty, loads
 from ..text import cost_text, printable
 from ..times import shown_time
 from .output import written_beside
+from .summary import ExportSummary, read_each
 
 __all__ = ["MarkdownSummary", "export_markdown", "markdown_transcript"]
 
 _BACKTICKS = re.compile("`+")
-_FAILED = frozenset(("failed", "error"))
 
 
 @dataclass
-class MarkdownSummary:
+class MarkdownSummary(ExportSummary):
     """What :func:`export_markdown` wrote, and what it could not read."""
 
-    path: Path
-    conversations: int = 0
+    FORMAT = "markdown"
     turns: int = 0
-    skipped: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"path": str(self.path), "format": "markdown",
-                "conversations": self.conversations, "turns": self.turns,
-                "skipped": self.skipped, "problems": self.problems}
+    def counts(self) -> dict[str, int]:
+        return {"turns": self.turns}
 
 
 # A line that would make a heading or a rule of recorded text: its first mark is escaped.
@@ -154,7 +147,7 @@ class _Writer:
             for exchange in child.exchanges:
                 sub += self.exchange(exchange, child)
             lines += [f"> {line}" if line else ">" for line in sub] + [""]
-        if call.status in _FAILED or call.error is not None:
+        if call.failed:
             lines += [f"`{name}` failed:", "", *_code(call.error or call.result or ""), ""]
         elif call.result is not None:
             result, language = _json_or_text(call.result)
@@ -171,22 +164,6 @@ def markdown_transcript(conversation: LedgerConversation, problems: list[str]) -
     return "\n".join(_Writer().conversation(conversation, session))
 
 
-def _transcripts(conversations: Sequence[LedgerConversation], summary: MarkdownSummary,
-                 strict: bool) -> Iterator[str]:
-    for conversation in conversations:
-        try:
-            session, _ = read_conversation(conversation, summary.problems)
-        except LedgerSourceError as exc:
-            if strict:
-                raise
-            summary.skipped.append(str(exc))
-            continue
-        writer = _Writer()
-        yield "\n".join(writer.conversation(conversation, session))
-        summary.turns += writer.turns
-        summary.conversations += 1
-
-
 def export_markdown(out: Path, conversations: Sequence[LedgerConversation], *,
                     force: bool = False, strict: bool = False) -> MarkdownSummary:
     """Write ``conversations`` as one Markdown file at ``out`` (mode 0600), one after another
@@ -195,6 +172,9 @@ def export_markdown(out: Path, conversations: Sequence[LedgerConversation], *,
     out = Path(out)
     summary = MarkdownSummary(out)
     with written_beside(out, force=force) as tmp, tmp.open("w", encoding="utf-8") as file:
-        for number, transcript in enumerate(_transcripts(conversations, summary, strict)):
-            file.write(("\n---\n\n" if number else "") + transcript + "\n")
+        for conversation, session, _ in read_each(conversations, summary, strict):
+            writer = _Writer()
+            transcript = "\n".join(writer.conversation(conversation, session))
+            file.write(("\n---\n\n" if summary.conversations else "") + transcript + "\n")
+            summary.turns += writer.turns
     return summary

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..catalog.conversation import (
     Exchange,
     LedgerConversation,
-    LedgerSourceError,
     Message,
     Session,
     read_conversation,
@@ -30,29 +29,24 @@ from ..catalog.conversation import (
 from ..json_style import dumps_compact, loads
 from ..times import ms_to_iso
 from .output import written_beside
+from .summary import ExportSummary, read_each
 
 __all__ = ["SessionEventsSummary", "export_session_events", "session_events"]
 
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://sessiontape.invalid/session-events")
 # A message's kind (the read model's) as Agent Sessions' kind; any other is ``meta``.
 _KINDS = {"prompt": "user", "text": "assistant", "reasoning": "assistant", "error": "error"}
-_FAILED = frozenset(("failed", "error"))
 
 
 @dataclass
-class SessionEventsSummary:
+class SessionEventsSummary(ExportSummary):
     """What :func:`export_session_events` wrote, and what it could not read."""
 
-    path: Path
-    conversations: int = 0
+    FORMAT = "session-events"
     events: int = 0
-    skipped: list[str] = field(default_factory=list)   # conversations left out, and why
-    problems: list[str] = field(default_factory=list)  # what was read around (bad lines...)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"path": str(self.path), "format": "session-events",
-                "conversations": self.conversations, "events": self.events,
-                "skipped": self.skipped, "problems": self.problems}
+    def counts(self) -> dict[str, int]:
+        return {"events": self.events}
 
 
 class _Events:
@@ -104,7 +98,7 @@ class _Events:
         yield started
         if call.child is not None:
             yield from self.session(call.child, started["id"])
-        if call.status in _FAILED or call.error is not None:
+        if call.failed:
             ended = {"kind": "error", "text": call.error or call.result or ""}
         elif call.result is not None:
             ended = {"kind": "tool_result"}
@@ -148,15 +142,8 @@ def export_session_events(out: Path, conversations: Sequence[LedgerConversation]
     out = Path(out)
     summary = SessionEventsSummary(out)
     with written_beside(out, force=force) as tmp, tmp.open("wb") as file:
-        for conversation in conversations:
-            try:
-                events = list(session_events(conversation, summary.problems))
-            except LedgerSourceError as exc:
-                if strict:
-                    raise
-                summary.skipped.append(str(exc))
-                continue
-            file.write(b"".join(dumps_compact(event) + b"\n" for event in events))
-            summary.events += len(events)
-            summary.conversations += 1
+        for conversation, session, _ in read_each(conversations, summary, strict):
+            for event in _Events(conversation).session(session, None):
+                file.write(dumps_compact(event) + b"\n")
+                summary.events += 1
     return summary
