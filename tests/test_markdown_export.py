@@ -48,16 +48,23 @@ def record_hostile() -> None:
     asyncio.run(main())
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    base = tmp_path_factory.mktemp("markdown")
+def exported(tmp_path_factory: pytest.TempPathFactory, form: str, suffix: str
+             ) -> dict[str, Any]:
+    """porto and hostile, recorded, each exported in ``form`` by the real executable to
+    ``<base>/<name><suffix>``."""
+    base = tmp_path_factory.mktemp(form)
     with isolated(base) as env:
         record()
         record_hostile()
-        done = {name: run_cli("export", "--format", "markdown", "--out", base / f"{name}.md",
+        done = {name: run_cli("export", "--format", form, "--out", base / f"{name}{suffix}",
                               "--session", name, "--json", env=env)
                 for name in ("porto", "hostile")}
     return {"done": done, "base": base}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return exported(tmp_path_factory, "markdown", ".md")
 
 
 def page(world: dict[str, Any], name: str) -> tuple[str, list[Token]]:

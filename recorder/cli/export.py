@@ -11,6 +11,7 @@ from sessiontape.storage.catalog.conversation import LedgerConversation, LedgerS
 from sessiontape.storage.catalog.sessions import (
     SessionInfo,
 )
+from sessiontape.storage.exports.html import HtmlSummary, export_html
 from sessiontape.storage.exports.ledger import LedgerSummary, export_ledger
 from sessiontape.storage.exports.markdown import MarkdownSummary, export_markdown
 from sessiontape.storage.exports.session_events import (
@@ -57,18 +58,18 @@ def _conversation(info: SessionInfo) -> LedgerConversation:
                               info.log_path, info.origin)
 
 
-Summary = LedgerSummary | SessionEventsSummary | MarkdownSummary
+Summary = LedgerSummary | SessionEventsSummary | MarkdownSummary | HtmlSummary
 # each: (out, conversations, *, force, strict) -> its summary
 EXPORTS: dict[str, Callable[..., Summary]] = {
     "ledger": export_ledger, "session-events": export_session_events,
-    "markdown": export_markdown}
+    "markdown": export_markdown, "html": export_html}
 
 
 def _summary_line(summary: Summary) -> str:
     wrote = f"exported {plural(summary.conversations, 'conversation')} to {summary.path}: "
     if isinstance(summary, SessionEventsSummary):
         return wrote + plural(summary.events, "event")
-    if isinstance(summary, MarkdownSummary):
+    if isinstance(summary, MarkdownSummary | HtmlSummary):
         return wrote + plural(summary.turns, "turn")
     return (wrote + f"{plural(summary.sessions, 'session')} "
             f"({plural(summary.subagents, 'subagent')}), "
@@ -116,7 +117,8 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "agent_messages, agent_turns and agent_tool_calls. session-events: a "
                     "JSONL file of Agent Sessions' SessionEvent, one a line (docs/interop.md). "
                     "markdown: a transcript to read or share, each turn with its tool calls, "
-                    "subagents quoted under the call that ran them, tokens and cost. "
+                    "subagents quoted under the call that ran them, tokens and cost. html: "
+                    "the same as one self-contained page (no script, no external URL). "
                     "Each conversation is read from its AgentUse tree with the turns of its "
                     "replay log that tree lacks (skilled_crew's), else from its replay log. "
                     "The file is created 0600 and appears whole or not at all.",
@@ -128,7 +130,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     export.add_argument("--format", required=True, choices=tuple(EXPORTS),
                         help="the format to write (ledger: Mnemonic's Agents Ledger, SQLite; "
                              "session-events: Agent Sessions' SessionEvent lines, JSONL; "
-                             "markdown: a transcript)")
+                             "markdown: a transcript; html: a self-contained page)")
     export.add_argument("--out", required=True, type=Path, metavar="FILE",
                         help="the file to create")
     export.add_argument("--session", action="append", default=None, metavar="NAME",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..catalog.conversation import (
@@ -25,26 +24,21 @@ from ..catalog.conversation import (
     Session,
     read_conversation,
 )
-from ..json_style import dumps_pretty, loads
-from ..text import cost_text, printable
+from ..text import printable
 from ..times import shown_time
 from .output import written_beside
-from .summary import ExportSummary, read_each
+from .summary import read_each
+from .transcript import TranscriptSummary, json_or_text, started, totals, turn_usage
 
 __all__ = ["MarkdownSummary", "export_markdown", "markdown_transcript"]
 
 _BACKTICKS = re.compile("`+")
 
 
-@dataclass
-class MarkdownSummary(ExportSummary):
+class MarkdownSummary(TranscriptSummary):
     """What :func:`export_markdown` wrote, and what it could not read."""
 
     FORMAT = "markdown"
-    turns: int = 0
-
-    def counts(self) -> dict[str, int]:
-        return {"turns": self.turns}
 
 
 # A line that would make a heading or a rule of recorded text: its first mark is escaped.
@@ -65,28 +59,6 @@ def _code(text: str, language: str = "") -> list[str]:
     return [f"{fence}{language}", *printable(text).split("\n"), fence]
 
 
-def _json_or_text(value: str | None) -> tuple[str, str]:
-    """A call's arguments or result for a code block: pretty JSON, or the text itself."""
-    if value is None:
-        return "", ""
-    try:
-        parsed = loads(value)
-    except ValueError:
-        return value, ""
-    if isinstance(parsed, str):
-        return parsed, ""
-    return dumps_pretty(parsed).decode(), "json"
-
-
-def _usage_line(number: int, exchange: Exchange) -> str | None:
-    usage = exchange.usage
-    if not usage:
-        return None
-    model = f" · {exchange.model}" if exchange.model else ""
-    return (f"*Turn {number}: {usage['inputTokens']} tokens in, {usage['outputTokens']} out, "
-            f"{cost_text(usage['cost'])}{model}*")
-
-
 class _Writer:
     """The lines of one conversation's transcript."""
 
@@ -96,23 +68,17 @@ class _Writer:
     def conversation(self, conversation: LedgerConversation, session: Session) -> list[str]:
         title = printable(conversation.session_name, one_line=True)
         user = conversation.user_id
-        totals = [e.usage for e in session.exchanges if e.usage]
-        said = [f"user `{printable(user, one_line=True)}`" if user is not None else None,
-                f"recorded by {conversation.origin}",
-                f"model {session.model}" if session.model else None,
-                f"{len(session.exchanges)} turn{'s' * (len(session.exchanges) != 1)}",
-                f"{sum(u['inputTokens'] for u in totals)} tokens in, "
-                f"{sum(u['outputTokens'] for u in totals)} out, "
-                f"{cost_text(sum(u['cost'] for u in totals))}" if totals else None]
-        lines = [f"# {_prose(title)}", "", " · ".join(s for s in said if s), ""]
+        said = totals(conversation, session)
+        if user is not None:
+            said.insert(0, f"user `{printable(user, one_line=True)}`")
+        lines = [f"# {_prose(title)}", "", _prose(" · ".join(said)), ""]
         for number, exchange in enumerate(session.exchanges, 1):
             self.turns += 1
-            started = next((m.timestamp for m in exchange.messages if m.timestamp), None)
-            lines += [f"## Turn {number} · {shown_time(started)}", ""]
+            lines += [f"## Turn {number} · {shown_time(started(exchange))}", ""]
             lines += self.exchange(exchange, session)
-            usage = _usage_line(number, exchange)
+            usage = turn_usage(number, exchange)
             if usage is not None:
-                lines += [usage, ""]
+                lines += [f"*{_prose(usage)}*", ""]
         return lines
 
     def exchange(self, exchange: Exchange, session: Session) -> list[str]:
@@ -137,7 +103,7 @@ class _Writer:
                 return [f"*{_prose(str(message.kind))}:* {_prose(message.content)}", ""]
             return [f"{who}:", "", _prose(message.content), ""]
         name = printable(call.name or "?", one_line=True)
-        arguments, language = _json_or_text(call.params)
+        arguments, language = json_or_text(call.params)
         lines = [f"{who} calls `{name}`" + (f" ({printable(call.call_id, one_line=True)})"
                                              if call.call_id else "") + ":", "",
                  *_code(arguments, language), ""]
@@ -150,7 +116,7 @@ class _Writer:
         if call.failed:
             lines += [f"`{name}` failed:", "", *_code(call.error or call.result or ""), ""]
         elif call.result is not None:
-            result, language = _json_or_text(call.result)
+            result, language = json_or_text(call.result)
             lines += [f"`{name}` returned:", "", *_code(result, language), ""]
         else:
             lines += [f"`{name}` has not returned ({call.status or 'no result'}).", ""]
