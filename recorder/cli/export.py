@@ -11,6 +11,7 @@ from sessiontape.storage.catalog.conversation import LedgerConversation, LedgerS
 from sessiontape.storage.catalog.sessions import (
     SessionInfo,
 )
+from sessiontape.storage.exports.agentrun import AgentrunSummary, export_agentrun
 from sessiontape.storage.exports.html import HtmlSummary, export_html
 from sessiontape.storage.exports.ledger import LedgerSummary, export_ledger
 from sessiontape.storage.exports.markdown import MarkdownSummary, export_markdown
@@ -58,17 +59,20 @@ def _conversation(info: SessionInfo) -> LedgerConversation:
                               info.log_path, info.origin)
 
 
-Summary = LedgerSummary | SessionEventsSummary | MarkdownSummary | HtmlSummary
+Summary = (LedgerSummary | SessionEventsSummary | MarkdownSummary | HtmlSummary
+           | AgentrunSummary)
 # each: (out, conversations, *, force, strict) -> its summary
 EXPORTS: dict[str, Callable[..., Summary]] = {
     "ledger": export_ledger, "session-events": export_session_events,
-    "markdown": export_markdown, "html": export_html}
+    "markdown": export_markdown, "html": export_html, "agentrun": export_agentrun}
 
 
 def _summary_line(summary: Summary) -> str:
     wrote = f"exported {plural(summary.conversations, 'conversation')} to {summary.path}: "
     if isinstance(summary, SessionEventsSummary):
         return wrote + plural(summary.events, "event")
+    if isinstance(summary, AgentrunSummary):
+        return wrote + plural(summary.messages, "message")
     if isinstance(summary, MarkdownSummary | HtmlSummary):
         return wrote + plural(summary.turns, "turn")
     return (wrote + f"{plural(summary.sessions, 'session')} "
@@ -119,6 +123,8 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "markdown: a transcript to read or share, each turn with its tool calls, "
                     "subagents quoted under the call that ran them, tokens and cost. html: "
                     "the same as one self-contained page (no script, no external URL). "
+                    "agentrun: agentrun's Message lines (JSONL), each turn closed by a "
+                    "result with its usage and cost. "
                     "Each conversation is read from its AgentUse tree with the turns of its "
                     "replay log that tree lacks (skilled_crew's), else from its replay log. "
                     "The file is created 0600 and appears whole or not at all.",
@@ -130,7 +136,8 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     export.add_argument("--format", required=True, choices=tuple(EXPORTS),
                         help="the format to write (ledger: Mnemonic's Agents Ledger, SQLite; "
                              "session-events: Agent Sessions' SessionEvent lines, JSONL; "
-                             "markdown: a transcript; html: a self-contained page)")
+                             "markdown: a transcript; html: a self-contained page; "
+                             "agentrun: agentrun Message lines, JSONL)")
     export.add_argument("--out", required=True, type=Path, metavar="FILE",
                         help="the file to create")
     export.add_argument("--session", action="append", default=None, metavar="NAME",
