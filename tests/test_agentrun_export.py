@@ -45,22 +45,29 @@ def continue_porto() -> None:
     asyncio.run(main())
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    base = tmp_path_factory.mktemp("agentrun")
+def exported_twice(tmp_path_factory: pytest.TempPathFactory, form: str) -> dict[str, Any]:
+    """porto recorded over two turns and exported in ``form`` by the real executable, from
+    its tree (``tree.jsonl``, with ``--json``) and, the tree deleted, from its log alone
+    (``log.jsonl``); ``spent``: what ``usage session --json`` counted before."""
+    base = tmp_path_factory.mktemp(form)
     with isolated(base) as env:
         rec = record()
         continue_porto()
-        tree = run_cli("export", "--format", "agentrun", "--out", base / "tree.jsonl",
-                       "--json", env=env)
+        tree = run_cli("export", "--format", form, "--out", base / "tree.jsonl", "--json",
+                       env=env)
         spent = run_cli("usage", "session", "--json", env=env)
         assert rec.session_dir is not None
         shutil.rmtree(rec.session_dir)
-        log = run_cli("export", "--format", "agentrun", "--out", base / "log.jsonl",
-                      "--session", "porto", env=env)
+        log = run_cli("export", "--format", form, "--out", base / "log.jsonl", "--session",
+                      "porto", env=env)
     for done in (tree, spent, log):
         assert done.returncode == 0, done.stderr
     return {"base": base, "tree": tree, "spent": json.loads(spent.stdout)}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return exported_twice(tmp_path_factory, "agentrun")
 
 
 def messages(world: dict[str, Any], read_from: str) -> list[dict[str, Any]]:

@@ -11,14 +11,13 @@ from sessiontape.storage.catalog.conversation import LedgerConversation, LedgerS
 from sessiontape.storage.catalog.sessions import (
     SessionInfo,
 )
-from sessiontape.storage.exports.agentrun import AgentrunSummary, export_agentrun
-from sessiontape.storage.exports.html import HtmlSummary, export_html
+from sessiontape.storage.exports.agentrun import export_agentrun
+from sessiontape.storage.exports.atif import export_atif
+from sessiontape.storage.exports.html import export_html
 from sessiontape.storage.exports.ledger import LedgerSummary, export_ledger
-from sessiontape.storage.exports.markdown import MarkdownSummary, export_markdown
-from sessiontape.storage.exports.session_events import (
-    SessionEventsSummary,
-    export_session_events,
-)
+from sessiontape.storage.exports.markdown import export_markdown
+from sessiontape.storage.exports.session_events import export_session_events
+from sessiontape.storage.exports.summary import ExportSummary
 from sessiontape.storage.paths import Locations
 
 from . import VERBS
@@ -59,22 +58,17 @@ def _conversation(info: SessionInfo) -> LedgerConversation:
                               info.log_path, info.origin)
 
 
-Summary = (LedgerSummary | SessionEventsSummary | MarkdownSummary | HtmlSummary
-           | AgentrunSummary)
 # each: (out, conversations, *, force, strict) -> its summary
-EXPORTS: dict[str, Callable[..., Summary]] = {
+EXPORTS: dict[str, Callable[..., ExportSummary]] = {
     "ledger": export_ledger, "session-events": export_session_events,
-    "markdown": export_markdown, "html": export_html, "agentrun": export_agentrun}
+    "markdown": export_markdown, "html": export_html, "agentrun": export_agentrun,
+    "atif": export_atif}
 
 
-def _summary_line(summary: Summary) -> str:
+def _summary_line(summary: ExportSummary) -> str:
     wrote = f"exported {plural(summary.conversations, 'conversation')} to {summary.path}: "
-    if isinstance(summary, SessionEventsSummary):
-        return wrote + plural(summary.events, "event")
-    if isinstance(summary, AgentrunSummary):
-        return wrote + plural(summary.messages, "message")
-    if isinstance(summary, MarkdownSummary | HtmlSummary):
-        return wrote + plural(summary.turns, "turn")
+    if not isinstance(summary, LedgerSummary):  # one count, of its UNIT
+        return wrote + plural(summary.written, summary.UNIT)
     return (wrote + f"{plural(summary.sessions, 'session')} "
             f"({plural(summary.subagents, 'subagent')}), "
             f"{plural(summary.messages, 'message')}, {plural(summary.turns, 'turn')}, "
@@ -82,7 +76,8 @@ def _summary_line(summary: Summary) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write the chosen conversations into a new ledger file and say what it holds."""
+    """Write the chosen conversations into a new file of ``--format`` and say what it
+    holds."""
     selected = _selected(args)
     if isinstance(selected, int):
         return selected
@@ -124,7 +119,8 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "subagents quoted under the call that ran them, tokens and cost. html: "
                     "the same as one self-contained page (no script, no external URL). "
                     "agentrun: agentrun's Message lines (JSONL), each turn closed by a "
-                    "result with its usage and cost. "
+                    "result with its usage and cost. atif: one ATIF v1.8 trajectory a line "
+                    "(JSONL), subagents embedded. "
                     "Each conversation is read from its AgentUse tree with the turns of its "
                     "replay log that tree lacks (skilled_crew's), else from its replay log. "
                     "The file is created 0600 and appears whole or not at all.",
@@ -137,7 +133,8 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="the format to write (ledger: Mnemonic's Agents Ledger, SQLite; "
                              "session-events: Agent Sessions' SessionEvent lines, JSONL; "
                              "markdown: a transcript; html: a self-contained page; "
-                             "agentrun: agentrun Message lines, JSONL)")
+                             "agentrun: agentrun Message lines, JSONL; atif: ATIF v1.8 "
+                             "trajectories, JSONL)")
     export.add_argument("--out", required=True, type=Path, metavar="FILE",
                         help="the file to create")
     export.add_argument("--session", action="append", default=None, metavar="NAME",

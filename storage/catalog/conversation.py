@@ -32,6 +32,7 @@ from ..times import iso_to_ms
 from .timeline import ExchangeKey, TurnKey, align
 
 __all__ = [
+    "Call",
     "Exchange",
     "LedgerConversation",
     "LedgerSourceError",
@@ -89,6 +90,17 @@ class _Call:
     child: _Session | None = None
     id: str = ""
     ended_by: Any = None  # the log line that ended it (a tree's part holds both ends)
+
+    @property
+    def output(self) -> str | None:
+        """The call's result as the tool gave it: a JSON string's text, else its JSON."""
+        if self.result is None:
+            return None
+        try:
+            value = loads(self.result)
+        except ValueError:
+            return self.result
+        return value if isinstance(value, str) else self.result
 
     @property
     def failed(self) -> bool:
@@ -626,6 +638,7 @@ def _with_log_turns(tree: _Session, log: _Session) -> _Session:
 Session = _Session
 Exchange = _Exchange
 Message = _Message
+Call = _Call
 
 def response_of(exchange: _Exchange) -> _Message | None:
     """The exchange's answer: its last text."""

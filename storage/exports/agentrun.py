@@ -17,7 +17,6 @@ cost; an ``eof`` ends the conversation. docs/interop.md maps each field.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +39,10 @@ _ZERO_TIME = "0001-01-01T00:00:00Z"  # how Go writes a zero time.Time
 _TYPES = {"text": "text", "reasoning": "thinking", "error": "error"}
 
 
-@dataclass
 class AgentrunSummary(ExportSummary):
     """What :func:`export_agentrun` wrote, and what it could not read."""
 
-    FORMAT = "agentrun"
-    messages: int = 0
-
-    def counts(self) -> dict[str, int]:
-        return {"messages": self.messages}
+    FORMAT, UNIT = "agentrun", "message"
 
 
 def _raw_json(value: str | None) -> Any:
@@ -165,5 +159,5 @@ def export_agentrun(out: Path, conversations: Sequence[LedgerConversation], *,
         for conversation, session, _ in read_each(conversations, summary, strict):
             for message in _conversation(conversation, session):
                 file.write(dumps_compact(message) + b"\n")
-                summary.messages += 1
+                summary.written += 1
     return summary

@@ -142,7 +142,7 @@ def export_html(out: Path, conversations: Sequence[LedgerConversation], *,
     for conversation, session, _ in read_each(conversations, summary, strict):
         page = _Page()
         body.append(page.conversation(conversation, session))
-        summary.turns += page.turns
+        summary.written += page.turns
     title = conversations[0].session_name if len(conversations) == 1 else "sessiontape"
     with written_beside(out, force=force) as tmp:
         tmp.write_text(_document(title, body), encoding="utf-8")

@@ -142,5 +142,5 @@ def export_markdown(out: Path, conversations: Sequence[LedgerConversation], *,
             writer = _Writer()
             transcript = "\n".join(writer.conversation(conversation, session))
             file.write(("\n---\n\n" if summary.conversations else "") + transcript + "\n")
-            summary.turns += writer.turns
+            summary.written += writer.turns
     return summary

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from ..catalog.conversation import (
     Session,
     read_conversation,
 )
-from ..json_style import dumps_compact, loads
+from ..json_style import dumps_compact
 from ..times import ms_to_iso
 from .output import written_beside
 from .summary import ExportSummary, read_each
@@ -38,15 +37,10 @@ _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://sessiontape.invalid/session
 _KINDS = {"prompt": "user", "text": "assistant", "reasoning": "assistant", "error": "error"}
 
 
-@dataclass
 class SessionEventsSummary(ExportSummary):
     """What :func:`export_session_events` wrote, and what it could not read."""
 
-    FORMAT = "session-events"
-    events: int = 0
-
-    def counts(self) -> dict[str, int]:
-        return {"events": self.events}
+    FORMAT, UNIT = "session-events", "event"
 
 
 class _Events:
@@ -107,19 +101,9 @@ class _Events:
         yield self.make(ended.pop("kind"), session, exchange, turn, message,
                         call.ended_by if call.ended_by is not None else message.source,
                         f"{started['id']}:result", role="tool", toolName=call.name,
-                        toolOutput=_output_text(call.result), callID=call.call_id, **ended,
+                        toolOutput=call.output, callID=call.call_id, **ended,
                         **linked)
 
-
-def _output_text(result: str | None) -> str | None:
-    """A call's result as the tool gave it: a JSON string as its text, else the JSON."""
-    if result is None:
-        return None
-    try:
-        value = loads(result)
-    except ValueError:
-        return result
-    return value if isinstance(value, str) else result
 
 
 def session_events(conversation: LedgerConversation, problems: list[str]
@@ -145,5 +129,5 @@ def export_session_events(out: Path, conversations: Sequence[LedgerConversation]
         for conversation, session, _ in read_each(conversations, summary, strict):
             for event in _Events(conversation).session(session, None):
                 file.write(dumps_compact(event) + b"\n")
-                summary.events += 1
+                summary.written += 1
     return summary

@@ -24,14 +24,16 @@ class ExportSummary:
     (``problems``: bad lines, unreadable files)."""
 
     FORMAT: ClassVar[str]
+    UNIT: ClassVar[str] = ""  # what a format counts in ``written``: ``event``, ``turn``...
     path: Path
     conversations: int = 0
+    written: int = 0
     skipped: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        """The format's own counts, for :meth:`to_json`."""
-        return {}
+        """The format's own counts, for :meth:`to_json`: ``{"events": written}``."""
+        return {f"{self.UNIT}s": self.written} if self.UNIT else {}
 
     def to_json(self) -> dict[str, Any]:
         return {"path": str(self.path), "format": self.FORMAT,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..catalog.conversation import Exchange, LedgerConversation, Session
 from ..json_style import dumps_pretty, loads
 from ..text import cost_text
@@ -12,14 +10,10 @@ from .summary import ExportSummary
 __all__ = ["TranscriptSummary", "json_or_text", "started", "totals", "turn_usage"]
 
 
-@dataclass
 class TranscriptSummary(ExportSummary):
     """What a transcript export wrote (its turns), and what it could not read."""
 
-    turns: int = 0
-
-    def counts(self) -> dict[str, int]:
-        return {"turns": self.turns}
+    UNIT = "turn"
 
 
 def json_or_text(value: str | None) -> tuple[str, str]:
