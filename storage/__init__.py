@@ -6,7 +6,8 @@ needed). The modules of this package itself are the shared ground, which every s
 may import and which imports none of them: ``events`` (the recorder's event vocabulary),
 ``files`` and ``file_writes`` (private files, atomic writes, the file worker), ``db`` (the
 item store's SQLite connections, the SQL they share), ``tables``, ``paths``, ``ids``,
-``times``, ``names``, ``json_style``, ``redaction``, ``version``, ``lazy``. The
+``times``, ``names``, ``json_style``, ``text`` (text shown to people), ``agentrun`` (its
+message vocabulary), ``redaction``, ``version``, ``lazy``. The
 subpackages, each saying in its docstring what it owns and what it may import:
 
 =============  ==============================================================

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from agents import Agent
-from harness import isolated, run_cli
+from harness import EXECUTABLE, Lines, isolated, run_cli
 from scripted import final, model, usage
 from test_session_events import record
 
@@ -120,3 +120,38 @@ def test_raw_holds_the_record_each_message_was_read_from(world: dict[str, Any]) 
     assert all(m["raw"]["kind"] for m in found if "raw" in m)
     (prompt, *_) = [m for m in found if m["type"] == "system"]
     assert prompt["raw"]["kind"] == "user_message"
+
+
+# -- log stream --format agentrun -------------------------------------------------------------
+
+
+def test_log_stream_speaks_agentrun_live_each_turn_closed_by_its_usage(
+        tmp_path: Path) -> None:
+    with isolated(tmp_path) as env:
+        follower = Lines([EXECUTABLE, "log", "stream", "--format", "agentrun"], env=env)
+        try:
+            record()
+            follower.expect('"type":"result"')
+            continue_porto()
+            lines = follower.expect('"content":"by tram"')
+        finally:
+            follower.stop()
+        caught_up = run_cli("log", "stream", "--no-follow", "--format", "agentrun", env=env)
+        exported = run_cli("export", "--format", "agentrun", "--out", tmp_path / "a.jsonl",
+                           env=env)
+    assert caught_up.returncode == 0 and exported.returncode == 0, caught_up.stderr
+    streamed = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [json.loads(line) for line in caught_up.stdout.splitlines()] == streamed
+    for message in streamed:
+        assert message["type"] in TYPES and set(message) <= FIELDS, message
+    assert streamed[0] == {"type": "init", "resume_id": "porto",
+                           "timestamp": streamed[0]["timestamp"]}
+    results = [m for m in streamed if m["type"] == "result"]
+    assert [r["content"] for r in results] == ["take the tram", "by tram"]
+    expected = [m for m in (json.loads(line) for line in
+                            (tmp_path / "a.jsonl").read_bytes().splitlines())
+                if m["type"] == "result"]
+    for got, want in zip(results, expected, strict=True):  # the same usage, summed apart
+        assert got["usage"] == {**want["usage"], "cost_usd": pytest.approx(
+            want["usage"]["cost_usd"])}
+    assert all(m["raw"]["kind"] for m in streamed[1:])

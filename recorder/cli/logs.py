@@ -10,7 +10,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.paths import SkilletPaths
+from sessiontape.storage.skillet.agentrun_stream import AgentrunLines
 from sessiontape.storage.skillet.log_follow import LogSource, LogStream, StreamFilter
 from sessiontape.storage.times import parse_since
 
@@ -37,11 +39,18 @@ def cmd_log_stream(args: argparse.Namespace) -> int:
     out = sys.stdout
     if follow and isinstance(out, io.TextIOWrapper):  # a StringIO stand-in has no buffering
         out.reconfigure(line_buffering=True)
-    formatter = EntryFormatter(steps=args.steps, json=args.json,
-                               color=not args.json and use_color(out))
+    as_json = args.json or args.format == "json"
+    formatter = EntryFormatter(steps=args.steps, json=as_json,
+                               color=not as_json and use_color(out))
+    agentrun = AgentrunLines() if args.format == "agentrun" else None
 
     def on_entries(source: LogSource, objects: list[dict[str, Any]]) -> None:
-        text = formatter.format_objects(source, objects)
+        if agentrun is not None:
+            name = source.owner[1] if source.owner else source.session
+            text = "".join(dumps_compact(message).decode() + "\n" for data in objects
+                           for message in agentrun.messages(source.path, name, data))
+        else:
+            text = formatter.format_objects(source, objects)
         if text:
             out.write(text)  # one write per block read (line buffering: one flush)
 
@@ -102,7 +111,11 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     stream.add_argument("--json", action="store_true",
                         help="print every entry as one JSON object per line, with user, "
                              "session and file added, and user_id and session_name (the raw "
-                             "names of the log's owner record, or null)")
+                             "names of the log's owner record, or null); as --format json")
+    stream.add_argument("--format", choices=("text", "json", "agentrun"), default="text",
+                        help="text (default); json (as --json); agentrun: agentrun Message "
+                             "lines, an init when a log is first seen and each turn closed "
+                             "by a result with its usage and cost (docs/interop.md)")
     stream.add_argument("--user", metavar="U", default=None,
                         help="only this user's logs (raw or sanitized name, e.g. "
                              "john@example.com or john_example_com)")

@@ -3,7 +3,8 @@
 Owns ``items`` (item shapes, the JS SDK's protocol), ``item_store`` (``session_items``, an
 SDK Session), ``compaction`` and ``summarizers`` (the store kept bounded, nothing lost),
 ``replay_log``, ``log_entries``, ``log_reader``, ``log_owners`` and ``log_follow`` (the log
-per (user, session): its lines, reading, who owns a file, following many files live),
+per (user, session): its lines, reading, who owns a file, following many files live,
+``agentrun_stream``: its lines as agentrun messages),
 ``links`` (the store's row linking a conversation to its AgentUse tree) and ``sink`` (the
 recorder's events into the log).
 
