@@ -122,28 +122,28 @@ class _Page:
                 f"<code>{name}</code>: {ended}</summary>", *inside, "</details>"]
 
 
-def _document(title: str, body: list[str]) -> str:
+def _head(title: str) -> str:
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{_POLICY}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_text(title)}</title><style>{_STYLE}</style></head><body>",
-        *body, "</body></html>", ""])
+        f"<title>{_text(title)}</title><style>{_STYLE}</style></head><body>", ""])
 
 
 def export_html(out: Path, conversations: Sequence[LedgerConversation], *,
                 force: bool = False, strict: bool = False) -> HtmlSummary:
-    """Write ``conversations`` as one self-contained HTML page at ``out`` (mode 0600). As
-    the other exports: FileExistsError unless ``force``; ``skipped`` or, with ``strict``,
-    LedgerSourceError; nothing left behind on an error."""
+    """Write ``conversations`` as one self-contained HTML page at ``out`` (mode 0600), each
+    conversation written before the next is read. As the other exports: FileExistsError
+    unless ``force``; ``skipped`` or, with ``strict``, LedgerSourceError; nothing left
+    behind on an error."""
     out = Path(out)
     summary = HtmlSummary(out)
-    body = []
-    for conversation, session, _ in read_each(conversations, summary, strict):
-        page = _Page()
-        body.append(page.conversation(conversation, session))
-        summary.written += page.turns
     title = conversations[0].session_name if len(conversations) == 1 else "sessiontape"
-    with written_beside(out, force=force) as tmp:
-        tmp.write_text(_document(title, body), encoding="utf-8")
+    with written_beside(out, force=force) as tmp, tmp.open("w", encoding="utf-8") as file:
+        file.write(_head(title))
+        for conversation, session, _ in read_each(conversations, summary, strict):
+            page = _Page()
+            file.write(page.conversation(conversation, session) + "\n")
+            summary.written += page.turns
+        file.write("</body></html>\n")
     return summary
