@@ -1,4 +1,4 @@
-"""``sessiontape sessions fork`` and ``storage.fork.fork_session``.
+"""``sessiontape sessions fork`` and ``storage.catalog.fork.fork_session``.
 
 Conversations are recorded with the real ``Runner`` on scripted models (parallel tool
 calls, reasoning, an ``Agent.as_tool`` subagent), forked by the installed executable (or

@@ -1,5 +1,5 @@
-"""``sessiontape sessions rename`` and ``prune``, and ``storage.sessions.rename_session`` and
-``prune_sessions``.
+"""``sessiontape sessions rename`` and ``prune``, and
+``storage.catalog.sessions.rename_session`` and ``prune_sessions``.
 
 Conversations are recorded with the real ``Runner`` on scripted models (a subagent, a
 compaction), renamed or pruned by the installed executable (or the library function, to
