@@ -16,9 +16,12 @@ from typing import Any
 from .json_style import loads
 from .times import ms_to_iso
 
-__all__ = ["ZERO_TIME", "add_usage", "message", "raw_json", "tool", "usage"]
+__all__ = ["TOOL_FAILED", "TURN_UNFINISHED", "ZERO_TIME", "add_usage", "message", "raw_json", "tool", "usage"]
 
 ZERO_TIME = "0001-01-01T00:00:00Z"  # how Go writes a zero time.Time
+# Our error codes: the tool call whose ``tool_result`` comes just before failed (agentrun's
+# ``ToolCall`` has no error flag); the turn did not finish (stopped or killed).
+TOOL_FAILED, TURN_UNFINISHED = "tool_failed", "turn_unfinished"
 # our usage names (the log's, the read model's) as agentrun's Usage fields
 _USAGE = {"inputTokens": "input_tokens", "outputTokens": "output_tokens",
           "cachedTokens": "cache_read_tokens", "reasoningTokens": "thinking_tokens",

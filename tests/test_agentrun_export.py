@@ -94,13 +94,16 @@ def test_the_runs_order_with_each_turn_closed_by_its_result(world: dict[str, Any
         ("init", None), ("system", "how do I get around?"), ("tool_use", "helper"),
         ("system", "tram or bus?"), ("text", "the tram is faster"),
         ("tool_result", "helper"), ("tool_use", "fail"), ("tool_result", "fail"),
-        ("text", "take the tram"), ("result", "take the tram"),
+        ("error", "LookupError: no such city: Atlantis"), ("text", "take the tram"), ("result", "take the tram"),
         ("system", "and at night?"), ("text", "by tram"), ("result", "by tram"), ("eof", None)]
     assert found[0]["resume_id"] == "porto" and found[0]["init"]["agent_name"] == "Guide"
     (helper,) = [m for m in found if m["type"] == "tool_use" and m["tool"]["name"] == "helper"]
     assert helper["tool"]["input"] == {"input": "tram or bus?"}  # raw JSON, not a string
     (failed,) = [m for m in found if m["type"] == "tool_result" and m["tool"]["name"] == "fail"]
     assert "no such city: Atlantis" in json.dumps(failed["tool"]["output"])
+    # agentrun's ToolCall has no error flag: the error just after the result says it failed
+    (error,) = [m for m in found if m["type"] == "error"]
+    assert error["error_code"] == "tool_failed"
     assert [m["stop_reason"] for m in found if m["type"] == "result"] == ["end_turn"] * 2
 
 
@@ -112,7 +115,7 @@ def test_the_results_usage_and_cost_are_what_usage_counts(world: dict[str, Any])
     assert sum(r["cost_usd"] for r in results) == pytest.approx(spent["cost"])
     assert results[0]["input_tokens"] == 10 + 12 + 3  # the Guide's two calls, the Helper's
     summary = json.loads(world["tree"].stdout)
-    assert (summary["format"], summary["messages"]) == ("agentrun", 14)
+    assert (summary["format"], summary["messages"]) == ("agentrun", 15)
 
 
 def test_raw_holds_the_record_each_message_was_read_from(world: dict[str, Any]) -> None:

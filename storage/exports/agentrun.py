@@ -73,6 +73,10 @@ def _said(message: Message) -> Iterator[dict[str, Any]]:
         ended = call.ended_by if call.ended_by is not None else message.source
         yield vocab.message("tool_result", call.completed or message.timestamp, ended,
                             tool=vocab.tool(call.name, output=vocab.raw_json(output)))
+        if call.failed:  # agentrun's ToolCall has no error flag: an error message says so
+            yield vocab.message("error", call.completed or message.timestamp, ended,
+                                content=call.error or "the tool failed",
+                                error_code=vocab.TOOL_FAILED)
 
 
 def _session(session: Session) -> Iterator[dict[str, Any]]:
@@ -98,13 +102,15 @@ def _conversation(conversation: LedgerConversation, session: Session
             yield from _said(message)
         texts = [m.content for m in exchange.messages if m.kind == "text" and m.content]
         spent = vocab.usage(_spent(exchange, {}))
-        if exchange.completed is not None:
-            yield vocab.message("result", exchange.completed, stop_reason="end_turn",
+        failed = bool(exchange.messages) and exchange.messages[-1].kind == "error"
+        if exchange.completed is not None:  # a turn that ended in an error has no stop reason
+            yield vocab.message("result", exchange.completed,
+                                stop_reason=None if failed else "end_turn",
                                 content=texts[-1] if texts else None, usage=spent)
-        else:  # a turn that did not finish: failed, stopped or killed
+        else:  # a turn that did not finish: stopped or killed
             ended = max((m.timestamp for m in exchange.messages if m.timestamp), default=None)
             yield vocab.message("error", ended, content="the turn did not finish",
-                                error_code="turn_unfinished")
+                                error_code=vocab.TURN_UNFINISHED)
             yield vocab.message("result", ended, usage=spent)
     ends = [e.completed for e in session.exchanges if e.completed]
     yield vocab.message("eof", max(ends, default=session.created_at))

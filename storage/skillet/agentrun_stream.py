@@ -5,9 +5,11 @@
 when a log is first seen (``resume_id`` its session name), each prompt a ``system``
 message, reasoning ``thinking``, the log's text steps ``text_delta`` (pieces, as a
 streamed run writes them; the ``result`` holds the whole answer), tool calls ``tool_use``
-and ``tool_result`` (a subagent's among them, in the order the log has them), and each turn's
-``final_result`` a ``result`` with the turn's usage and cost (every model call since its
-prompt, the subagents' included). Each message's ``raw`` is its log line.
+and ``tool_result`` (a subagent's among them, in the order the log has them; a failed call's
+followed by an ``error`` of code ``tool_failed``), and each turn's ``final_result`` a
+``result`` with the turn's usage and cost (every model call since its prompt, the subagents'
+included; a turn that ended in an error: an ``error``, then a ``result`` without stop
+reason). Each message's ``raw`` is its log line.
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ class AgentrunLines:
         elif kind == "final_result":
             result = data.get("finalResult")
             text = result.get("text") if isinstance(result, dict) else None
-            made.append(vocab.message("result", at, data, stop_reason="end_turn",
+            failure = data.get("error")  # a turn that ended in an error has no stop reason
+            if isinstance(failure, dict):
+                made.append(vocab.message("error", at, data,
+                                          content=str(failure.get("message") or "the run failed")))
+            made.append(vocab.message("result", at, data,
+                                      stop_reason=None if failure else "end_turn",
                                       content=text if isinstance(text, str) else None,
                                       usage=vocab.usage(self._spent[log])))
             self._spent[log] = {}
@@ -71,7 +78,12 @@ class AgentrunLines:
             return [vocab.message("tool_use", at, data, tool=vocab.tool(
                 name, input=vocab.raw_json(arguments if isinstance(arguments, str) else None)))]
         if kind == "agent_tool_end":
-            output = step.get("error") if step_failed(step) else step.get("result")
-            return [vocab.message("tool_result", at, data, tool=vocab.tool(
+            failed = step_failed(step)
+            output = step.get("error") if failed else step.get("result")
+            ended = [vocab.message("tool_result", at, data, tool=vocab.tool(
                 name, output=vocab.raw_json(output) if isinstance(output, str) else output))]
+            if failed:  # as the export says it: agentrun's ToolCall has no error flag
+                ended.append(vocab.message("error", at, data, content=str(output or ""),
+                                           error_code=vocab.TOOL_FAILED))
+            return ended
         return []
