@@ -99,6 +99,10 @@ def test_the_runs_order_with_each_turn_closed_by_its_result(world: dict[str, Any
     assert found[0]["resume_id"] == "porto" and found[0]["init"]["agent_name"] == "Guide"
     (helper,) = [m for m in found if m["type"] == "tool_use" and m["tool"]["name"] == "helper"]
     assert helper["tool"]["input"] == {"input": "tram or bus?"}  # raw JSON, not a string
+    # what the model was given, from the tree too (which wraps it in {"output", "metadata"})
+    (answered,) = [m for m in found if m["type"] == "tool_result"
+                   and m["tool"]["name"] == "helper"]
+    assert answered["tool"]["output"] == "the tram is faster"
     (failed,) = [m for m in found if m["type"] == "tool_result" and m["tool"]["name"] == "fail"]
     assert "no such city: Atlantis" in json.dumps(failed["tool"]["output"])
     # agentrun's ToolCall has no error flag: the error just after the result says it failed

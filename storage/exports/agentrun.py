@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import agentrun as vocab
 from ..catalog.conversation import (
+    Call,
     Exchange,
     LedgerConversation,
     Message,
@@ -54,6 +55,17 @@ def _spent(exchange: Exchange, total: dict[str, Any]) -> dict[str, Any]:
     return total
 
 
+def _given(call: Call) -> str | None:
+    """What the call gave the model: a subagent's answer without the ``{"output",
+    "metadata"}`` AgentUse's tree wraps it in (as the replay log keeps it)."""
+    if call.child is not None:
+        wrapped = vocab.raw_json(call.result)
+        if isinstance(wrapped, dict) and set(wrapped) == {"output", "metadata"} \
+                and isinstance(wrapped["output"], str):
+            return wrapped["output"]
+    return call.result
+
+
 def _said(message: Message) -> Iterator[dict[str, Any]]:
     call = message.call
     if call is None:
@@ -69,7 +81,7 @@ def _said(message: Message) -> Iterator[dict[str, Any]]:
     if call.child is not None:
         yield from _session(call.child)
     if call.failed or call.result is not None:
-        output = call.result if call.result is not None else call.error
+        output = _given(call) if call.result is not None else call.error
         ended = call.ended_by if call.ended_by is not None else message.source
         yield vocab.message("tool_result", call.completed or message.timestamp, ended,
                             tool=vocab.tool(call.name, output=vocab.raw_json(output)))
