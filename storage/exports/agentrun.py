@@ -114,13 +114,15 @@ def _conversation(conversation: LedgerConversation, session: Session
             yield from _said(message)
         texts = [m.content for m in exchange.messages if m.kind == "text" and m.content]
         spent = vocab.usage(_spent(exchange, {}))
+        # a turn that ended in an error (AgentUse leaves it without an end time) has no
+        # stop reason
         failed = bool(exchange.messages) and exchange.messages[-1].kind == "error"
-        if exchange.completed is not None:  # a turn that ended in an error has no stop reason
-            yield vocab.message("result", exchange.completed,
-                                stop_reason=None if failed else "end_turn",
+        ended = exchange.completed or max(
+            (m.timestamp for m in exchange.messages if m.timestamp), default=None)
+        if exchange.completed is not None or failed:
+            yield vocab.message("result", ended, stop_reason=None if failed else "end_turn",
                                 content=texts[-1] if texts else None, usage=spent)
         else:  # a turn that did not finish: stopped or killed
-            ended = max((m.timestamp for m in exchange.messages if m.timestamp), default=None)
             yield vocab.message("error", ended, content="the turn did not finish",
                                 error_code=vocab.TURN_UNFINISHED)
             yield vocab.message("result", ended, usage=spent)
