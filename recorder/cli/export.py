@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sessiontape.storage.catalog.conversation import LedgerConversation, LedgerSourceError
-from sessiontape.storage.catalog.sessions import (
-    SessionInfo,
-)
+from sessiontape.storage.catalog.index import CatalogUnavailable
+from sessiontape.storage.catalog.sessions import SessionInfo, export_key
 from sessiontape.storage.exports.agentrun import export_agentrun
 from sessiontape.storage.exports.atif import export_atif
 from sessiontape.storage.exports.html import export_html
@@ -31,18 +30,17 @@ from .console import (
     printable,
     project_option,
 )
-from .finding import conversations, lookup
+from .finding import lookup, oldest_first
 
 PROG = "sessiontape export"
 
 
-def _selected(args: argparse.Namespace) -> list[SessionInfo] | int:
-    """Each ``--session`` once, else every conversation (of ``--user``); or an exit code."""
+def _selected(args: argparse.Namespace) -> Iterator[SessionInfo] | int:
+    """The conversations to export, oldest first (when two conversations repeat a layout's
+    id, the older one keeps it): each ``--session`` once, else every conversation (of
+    ``--user``) streamed from the catalog one at a time; or an exit code."""
     if not args.session:
-        listed = conversations(PROG, args.project, args.user)
-        if isinstance(listed, int):
-            return listed
-        return [SessionInfo.from_json(each.data()) for each in listed]
+        return oldest_first(PROG, args.project, args.user)
     found: dict[tuple[str | None, str], SessionInfo] = {}
     where = Locations.resolve(project_root=args.project)
     for name in args.session:
@@ -50,7 +48,7 @@ def _selected(args: argparse.Namespace) -> list[SessionInfo] | int:
         if isinstance(info, int):
             return info
         found.setdefault((info.user_id, info.session_name), info)
-    return list(found.values())
+    return iter(sorted(found.values(), key=export_key))
 
 
 def _conversation(info: SessionInfo) -> LedgerConversation:
@@ -81,20 +79,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     selected = _selected(args)
     if isinstance(selected, int):
         return selected
-    # Oldest first: when two conversations repeat a layout's id, the older one keeps it.
-    selected.sort(key=lambda i: (i.first_ms or 0, i.user_id or "", i.session_name))
     try:
-        summary = EXPORTS[args.format](args.out, [_conversation(info) for info in selected],
-                         force=args.force, strict=bool(args.session))
+        summary = EXPORTS[args.format](args.out, map(_conversation, selected),
+                                       force=args.force, strict=bool(args.session))
     except FileExistsError:
         eprint(printable(f"{PROG}: {args.out} already exists; pass --force to replace it"))
         return EXIT_USAGE
     except LedgerSourceError as exc:
         eprint(printable(f"{PROG}: {exc}; nothing written"))
         return EXIT_FAILURE
+    except CatalogUnavailable as exc:  # the catalog failed while it was read
+        reason = str(exc).removesuffix("; reading the sessions directly")
+        eprint(printable(f"{PROG}: {reason}; nothing written"))
+        return EXIT_FAILURE
     except (OSError, sqlite3.Error) as exc:
         eprint(printable(f"{PROG}: cannot write {args.out}: {exc}"))
         return EXIT_FAILURE
+    finally:
+        close = getattr(selected, "close", None)  # the catalog, when the export stopped early
+        if close is not None:
+            close()
     for problem in summary.problems:
         eprint(f"{PROG}: warning: {printable(problem)}")
     for skipped in summary.skipped:

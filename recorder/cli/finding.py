@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import suppress
 from datetime import datetime
+from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -158,6 +159,45 @@ def conversations(prog: str, project: Path | None, user: str | None, *,
     except AmbiguousUserError as exc:
         return ambiguous_user(prog, exc)
     return selected(listed, since=since, statuses=statuses, limit=limit)
+
+
+def oldest_first(prog: str, project: Path | None, user: str | None
+                 ) -> Iterator[SessionInfo] | int:
+    """Every conversation :func:`conversations` lists (of the user ``user`` means), oldest
+    first (:func:`~sessiontape.storage.catalog.sessions.export_key`), streamed from the
+    catalog one at a time (:meth:`Catalog.oldest_first
+    <sessiontape.storage.catalog.index.Catalog.oldest_first>`; the catalog is closed when the
+    iterator ends or is closed); when the catalog cannot be used, read from the files (all
+    at once). Or the exit code after saying that ``user`` means several users."""
+    from sessiontape.storage.catalog.sessions import export_key, list_sessions
+
+    where = Locations.resolve(project_root=project)
+    say_store_damage(prog, where)
+    try:
+        try:
+            catalog = open_catalog(project)
+            try:
+                meant = catalog.user(user) if user is not None else None
+                rows = catalog.oldest_first(meant)
+                first = list(islice(rows, 1))  # the query runs now: its failure falls back
+            except BaseException:
+                catalog.close()
+                raise
+            return _closed_after(catalog, chain(first, rows))
+        except CatalogUnavailable as exc:
+            eprint(f"{prog}: {exc}")
+        infos = list_sessions(locations=where)
+        file_user = _file_user(user, (info.user_id for info in infos))
+        return iter(sorted((info for info in infos if user is None or info.user_id == file_user),
+                           key=export_key))
+    except AmbiguousUserError as exc:
+        return ambiguous_user(prog, exc)
+
+
+def _closed_after(catalog: Catalog, rows: Iterator[SessionInfo]) -> Iterator[SessionInfo]:
+    """``rows``, then ``catalog`` closed (also when the caller stops early)."""
+    with catalog:
+        yield from rows
 
 
 def lookup(prog: str, query: str, user: str | None, where: Locations, *,

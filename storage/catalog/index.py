@@ -1106,6 +1106,33 @@ class Catalog:
         return [Listed(info, loads(problems) if problems != "[]" else [])
                 for _, info, problems in found]
 
+    def oldest_first(self, user: str | None = None) -> Iterator[SessionInfo]:
+        """Every conversation :meth:`listed` gives (of ``user``), oldest first as the exports
+        take them (:func:`~sessiontape.storage.catalog.sessions.export_key`), one at a time:
+        SQLite orders them by their first activity and hands them over a row at a time, so
+        only the conversations that began in the same millisecond are held together (to
+        order them by user and name exactly as Python does: the ``user`` and ``name``
+        columns are the shown, not the exact, names). The statuses are not checked again
+        (:meth:`listed` does). Hold the catalog open until the iterator is done."""
+        from .sessions import SessionInfo, export_key
+
+        where, params = ("WHERE user = ?", [_sql(user)]) if user is not None else ("", [])
+        with self._reading() as conn:
+            rows = conn.execute(
+                f"SELECT json_extract(info, '$.first_ms'), info FROM conversations {where} "
+                "ORDER BY coalesce(json_extract(info, '$.first_ms'), 0)", params)
+            same: list[SessionInfo] = []
+            began: int | None = None
+            for first_ms, info in rows:
+                if same and (first_ms or 0) != began:
+                    same.sort(key=export_key)
+                    yield from same
+                    same = []
+                began = first_ms or 0
+                same.append(SessionInfo.from_json(loads(info)))
+            same.sort(key=export_key)
+            yield from same
+
     def listing(self, user: str | None = None) -> list[dict[str, Any]]:
         """:meth:`listed`, each object parsed."""
         return [listed.data() for listed in self.listed(user)]

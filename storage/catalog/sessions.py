@@ -119,6 +119,7 @@ __all__ = [
     "Usage",
     "clear_session",
     "conversation_turns",
+    "export_key",
     "fill_session",
     "find_session",
     "gather_sessions",
@@ -834,6 +835,12 @@ def listing_key(last_ms: int | None, user_id: str | None,
                 session_name: str) -> tuple[int, str, str]:
     """The order of ``sessions list``: newest activity first, then user and name."""
     return -(last_ms or 0), user_id or "", session_name
+
+
+def export_key(info: SessionInfo) -> tuple[int, str, str]:
+    """The order the exports take conversations in: oldest first (by first activity), then
+    user and name (when two conversations repeat a layout's id, the older keeps it)."""
+    return info.first_ms or 0, info.user_id or "", info.session_name
 
 
 def recheck_status(info: SessionInfo) -> SessionInfo:

@@ -16,7 +16,7 @@ cost; an ``eof`` ends the conversation. docs/interop.md maps each field.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +130,7 @@ def _conversation(conversation: LedgerConversation, session: Session
     yield vocab.message("eof", max(ends, default=session.created_at))
 
 
-def export_agentrun(out: Path, conversations: Sequence[LedgerConversation], *,
+def export_agentrun(out: Path, conversations: Iterable[LedgerConversation], *,
                     force: bool = False, strict: bool = False) -> AgentrunSummary:
     """Write ``conversations`` as agentrun Message lines to a new JSONL file at ``out``
     (mode 0600), one conversation after another. As the other exports: FileExistsError

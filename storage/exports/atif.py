@@ -12,7 +12,7 @@ docs/interop.md maps each field.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +157,7 @@ def _trajectory_id(conversation: LedgerConversation, session: Session) -> str:
     return session.preferred or f"{conversation.user_id or ''}:{conversation.session_name}"
 
 
-def export_atif(out: Path, conversations: Sequence[LedgerConversation], *,
+def export_atif(out: Path, conversations: Iterable[LedgerConversation], *,
                 force: bool = False, strict: bool = False) -> AtifSummary:
     """Write one ATIF trajectory a line (JSONL) for ``conversations`` to a new file at
     ``out`` (mode 0600). As the other exports: FileExistsError unless ``force``;

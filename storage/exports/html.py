@@ -12,7 +12,8 @@ fits a phone's width (long lines wrap, code scrolls inside its box).
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Iterable
+from itertools import chain, islice
 from pathlib import Path
 
 from ..catalog.conversation import Exchange, LedgerConversation, Message, Session
@@ -130,7 +131,7 @@ def _head(title: str) -> str:
         f"<title>{_text(title)}</title><style>{_STYLE}</style></head><body>", ""])
 
 
-def export_html(out: Path, conversations: Sequence[LedgerConversation], *,
+def export_html(out: Path, conversations: Iterable[LedgerConversation], *,
                 force: bool = False, strict: bool = False) -> HtmlSummary:
     """Write ``conversations`` as one self-contained HTML page at ``out`` (mode 0600), each
     conversation written before the next is read. As the other exports: FileExistsError
@@ -138,7 +139,10 @@ def export_html(out: Path, conversations: Sequence[LedgerConversation], *,
     behind on an error."""
     out = Path(out)
     summary = HtmlSummary(out)
-    title = conversations[0].session_name if len(conversations) == 1 else "sessiontape"
+    conversations = iter(conversations)
+    first = list(islice(conversations, 2))  # one conversation: the page is titled by it
+    title = first[0].session_name if len(first) == 1 else "sessiontape"
+    conversations = chain(first, conversations)
     with written_beside(out, force=force) as tmp, tmp.open("w", encoding="utf-8") as file:
         file.write(_head(title))
         for conversation, session, _ in read_each(conversations, summary, strict):

@@ -22,7 +22,7 @@ import os
 import sqlite3
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,7 +253,7 @@ def _insert(conn: sqlite3.Connection, session: Session, summary: LedgerSummary) 
     for sub in session.subagents:
         _insert(conn, sub, summary)
 
-def _write(conn: sqlite3.Connection, conversations: Sequence[LedgerConversation],
+def _write(conn: sqlite3.Connection, conversations: Iterable[LedgerConversation],
            summary: LedgerSummary, strict: bool) -> None:
     conn.execute("INSERT INTO sessiontape_meta VALUES ('format', ?)", (LEDGER_FORMAT,))
     ids = _Ids()
@@ -266,7 +266,7 @@ def _write(conn: sqlite3.Connection, conversations: Sequence[LedgerConversation]
             str(conversation.log_path) if conversation.log_path else None, read_from))
 
 
-def export_ledger(out: Path, conversations: Sequence[LedgerConversation], *,
+def export_ledger(out: Path, conversations: Iterable[LedgerConversation], *,
                   force: bool = False, strict: bool = False) -> LedgerSummary:
     """Write ``conversations`` as a new Agents Ledger SQLite file at ``out`` (mode 0600).
 

@@ -14,7 +14,7 @@ to one new file.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..catalog.conversation import (
@@ -130,7 +130,7 @@ def markdown_transcript(conversation: LedgerConversation, problems: list[str]) -
     return "\n".join(_Writer().conversation(conversation, session))
 
 
-def export_markdown(out: Path, conversations: Sequence[LedgerConversation], *,
+def export_markdown(out: Path, conversations: Iterable[LedgerConversation], *,
                     force: bool = False, strict: bool = False) -> MarkdownSummary:
     """Write ``conversations`` as one Markdown file at ``out`` (mode 0600), one after another
     with a rule between them. As the other exports: FileExistsError unless ``force``;

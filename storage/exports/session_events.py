@@ -14,7 +14,7 @@ field. :func:`export_session_events` writes conversations to one new file, a lin
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +114,7 @@ def session_events(conversation: LedgerConversation, problems: list[str]
     return _Events(conversation).session(session, None)
 
 
-def export_session_events(out: Path, conversations: Sequence[LedgerConversation], *,
+def export_session_events(out: Path, conversations: Iterable[LedgerConversation], *,
                           force: bool = False, strict: bool = False) -> SessionEventsSummary:
     """Write the events of ``conversations`` to a new JSONL file at ``out`` (mode 0600),
     one conversation after another, each read and written before the next is read.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,11 +41,14 @@ class ExportSummary:
                 "skipped": self.skipped, "problems": self.problems}
 
 
-def read_each(conversations: Sequence[LedgerConversation], summary: ExportSummary,
+def read_each(conversations: Iterable[LedgerConversation], summary: ExportSummary,
               strict: bool) -> Iterator[tuple[LedgerConversation, Session, str]]:
     """Each conversation read (with where from: ``agentuse`` or ``log``), one at a time, and
-    counted once the caller has written it. One with nothing to read is added to
-    ``summary.skipped``, or with ``strict`` raises :class:`LedgerSourceError`."""
+    counted once the caller has written it. ``conversations`` may be any iterable (a list,
+    or a generator streaming them from the catalog): each is taken from it only when the
+    one before has been written, so only one conversation is held at a time. One with
+    nothing to read is added to ``summary.skipped``, or with ``strict`` raises
+    :class:`LedgerSourceError`."""
     for conversation in conversations:
         try:
             session, read_from = read_conversation(conversation, summary.problems)
