@@ -6,17 +6,20 @@ agentrun (Go) drives many agent runtimes through one ``Message``: a ``type`` (``
 ``usage``, ``stop_reason``, ``error_code``, ``resume_id``, ``init``, ``raw`` and
 ``timestamp``, and no other field. What makes one is here, once, for the export of a
 recorded conversation (:mod:`sessiontape.storage.exports.agentrun`) and for the live
-stream of the logs (:mod:`sessiontape.storage.skillet.agentrun_stream`).
+stream of the logs (:mod:`sessiontape.storage.skillet.agentrun_stream`); and what reads
+one back, for ``sessiontape ingest`` (:mod:`sessiontape.ingest`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .json_style import loads
+from .events import Tokens
+from .json_style import dumps_compact, loads
 from .times import ms_to_iso
 
-__all__ = ["TOOL_FAILED", "TURN_UNFINISHED", "ZERO_TIME", "add_usage", "message", "raw_json", "tool", "usage"]
+__all__ = ["TOOL_FAILED", "TURN_UNFINISHED", "ZERO_TIME", "add_usage", "message", "raw_json",
+           "raw_text", "spent", "tool", "usage"]
 
 ZERO_TIME = "0001-01-01T00:00:00Z"  # how Go writes a zero time.Time
 # Our error codes: the tool call whose ``tool_result`` comes just before failed (agentrun's
@@ -69,3 +72,28 @@ def add_usage(total: dict[str, Any], spent: dict[str, Any]) -> None:
         value = spent.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             total[key] = total.get(key, 0) + value
+
+
+def raw_text(value: Any) -> str:
+    """agentrun's raw JSON (a tool's ``input`` or ``output``) as the text a tool call keeps:
+    a string as it is, any other value as compact JSON, nothing as ``""``."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else dumps_compact(value).decode()
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def spent(usage: Any) -> tuple[Tokens, float | None]:
+    """A ``Usage`` as our tokens, and its ``cost_usd`` (None when it has none)."""
+    if not isinstance(usage, dict):
+        return Tokens(), None
+    cost = usage.get("cost_usd")
+    tokens = Tokens(_count(usage.get("input_tokens")), _count(usage.get("output_tokens")),
+                    _count(usage.get("thinking_tokens")), _count(usage.get("cache_read_tokens")),
+                    _count(usage.get("cache_write_tokens")))
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+        return tokens, float(cost)
+    return tokens, None

@@ -17,6 +17,7 @@ __all__ = ["iso_ms", "iso_to_ms", "ms_to_iso", "now_ms", "parse_since", "shown_t
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_FRACTION = re.compile(r"\.(\d+)(?=Z|[+-]\d\d:?\d\d$|$)")  # a second's fraction, any length
 
 
 def now_ms() -> int:
@@ -46,6 +47,8 @@ def iso_to_ms(stamp: Any) -> int | None:
     """An ISO-8601 time (``...Z`` or with an offset) in Unix ms; None if it is not one."""
     if not isinstance(stamp, str):
         return None
+    # Go writes up to 9 digits of a second; Python 3.10 reads exactly 3 or 6
+    stamp = _FRACTION.sub(lambda m: "." + (m.group(1) + "00000")[:6], stamp, count=1)
     try:
         return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
     except (ValueError, OverflowError, OSError):

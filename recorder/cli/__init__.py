@@ -33,7 +33,8 @@ VERBS = {
     "search": Verb("catalog", "full-text search over every recorded conversation"),
     "usage": Verb("catalog", "tokens and cost by day, month, session, model or agent"),
     "catalog": Verb("catalog", "refresh or locate the index that list, show, search and usage use"),
-    "export": Verb("export", "write recorded conversations as an Agents Ledger (SQLite)"),
+    "export": Verb("export", "write recorded conversations in another tool's format"),
+    "ingest": Verb("ingest", "record another tool's stream of messages (agentrun)"),
     "doctor": Verb("doctor", "check the recorded layouts; --fix repairs what is safe"),
 }
 
