@@ -319,3 +319,31 @@ def test_a_stream_on_stdin_is_recorded_as_it_comes(tmp_path: Path) -> None:
     assert b"into john@example.com/live: 2 turns, 2 tool calls" in out
     shown = run_cli("sessions", "show", "live", "--json", env=env)
     assert json.loads(shown.stdout)["session"]["turns"] == 2
+
+
+def test_a_turn_the_run_failed_comes_back_failed(tmp_path: Path) -> None:
+    async def failing_then_answering() -> None:
+        async with Recorder(user_id="ann", session_name="boom") as rec:
+            with pytest.raises(RuntimeError):
+                await rec.run(Agent(name="G", model=model(RuntimeError("provider down"))), "hi")
+            await rec.run(Agent(name="G", model=model(final("ok", usage(2, 1)))), "again")
+
+    with isolated(tmp_path / "first") as env:
+        asyncio.run(failing_then_answering())
+        exported = run_cli("export", "--format", "agentrun", "--out", tmp_path / "a.jsonl",
+                           env=env)
+    with isolated(tmp_path / "second") as env:
+        ingested = run_cli("ingest", "--format", "agentrun", "--user", "ann",
+                           tmp_path / "a.jsonl", env=env)
+        again = run_cli("export", "--format", "agentrun", "--out", tmp_path / "b.jsonl",
+                        env=env)
+    for done in (exported, ingested, again):
+        assert done.returncode == 0, done.stderr
+    first = kept(tmp_path / "a.jsonl")
+    # AgentUse leaves a failed exchange without an end time: still a failed turn, not one
+    # that did not finish
+    assert [(m["type"], m.get("content"), m.get("stop_reason")) for m in first] == [
+        ("init", None, None), ("system", "hi", None), ("error", "provider down", None),
+        ("result", None, None), ("system", "again", None), ("text", "ok", None),
+        ("result", "ok", "end_turn"), ("eof", None, None)]
+    assert kept(tmp_path / "b.jsonl") == first
