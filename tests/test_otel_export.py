@@ -23,9 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
-
 from google.protobuf import json_format
 from harness import isolated, run_cli
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -415,3 +412,67 @@ def test_without_the_extra_the_import_says_how_to_install_it() -> None:
                           check=False, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == NEEDS_EXTRA
+
+
+# -- the command line ----------------------------------------------------------------------
+
+
+def test_the_cli_writes_a_file_and_sends_to_an_endpoint(tmp_path: Path,
+                                                        receiver: Receiver) -> None:
+    with isolated(tmp_path) as env:
+        record()
+        written = run_cli("export", "--format", "otel", "--out", tmp_path / "spans.jsonl",
+                          "--json", env=env)
+        sent = run_cli("export", "--format", "otel", "--endpoint", receiver.endpoint,
+                       "--header", "Authorization=Basic abc", "--session", "porto", env=env)
+    assert written.returncode == 0 and sent.returncode == 0, written.stderr + sent.stderr
+    summary = json.loads(written.stdout)
+    (line,) = (tmp_path / "spans.jsonl").read_bytes().splitlines()
+    in_file = [span for resource in read_back(line).resource_spans
+               for scope in resource.scope_spans for span in scope.spans]
+    assert summary["spans"] == len(in_file) == len(receiver.spans()) > 0
+    assert [s.span_id for s in receiver.spans()] == [s.span_id for s in in_file]
+    assert receiver.headers[0]["authorization"] == "Basic abc"
+    assert sent.stdout.strip() == (f"sent 1 conversation to {receiver.endpoint}: "
+                                   f"{len(in_file)} spans")
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--format", "agentrun", "--endpoint", "http://127.0.0.1:9/v1/traces"],
+     "use it with --format otel"),
+    (["--format", "otel", "--out", "x.jsonl", "--endpoint", "http://127.0.0.1:9/v1/traces"],
+     "not both"),
+    (["--format", "otel"], "--out FILE is required (or --endpoint URL)"),
+    (["--format", "otel", "--out", "x.jsonl", "--header", "a=b"], "--header goes with"),
+])
+def test_the_cli_refuses_what_does_not_go_together(tmp_path: Path, args: list[str],
+                                                   said: str) -> None:
+    done = run_cli("export", *args, cwd=tmp_path)
+    assert done.returncode == 2 and said in done.stderr
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_the_cli_says_when_the_endpoint_does_not_take_the_spans(tmp_path: Path) -> None:
+    with isolated(tmp_path) as env:
+        record()
+        done = run_cli("export", "--format", "otel", "--endpoint",
+                       f"http://127.0.0.1:{free_port()}/v1/traces", env=env, timeout=60)
+    assert done.returncode == 1
+    assert "cannot send spans to http://127.0.0.1:" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_cli_without_the_extra_says_how_to_install_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['opentelemetry'] = None\n")
+    with isolated(tmp_path / "home") as env:
+        record()
+        done = run_cli("export", "--format", "otel", "--out", tmp_path / "spans.jsonl",
+                       env={**env, "PYTHONPATH": str(blocker)})
+        listed = run_cli("export", "--format", "agentrun", "--out", tmp_path / "a.jsonl",
+                         env={**env, "PYTHONPATH": str(blocker)})
+    assert done.returncode == 1 and NEEDS_EXTRA in done.stderr
+    assert not (tmp_path / "spans.jsonl").exists()
+    assert listed.returncode == 0, listed.stderr  # the other formats need no extra

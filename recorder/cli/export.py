@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from sessiontape.storage.catalog.conversation import LedgerConversation, LedgerSourceError
@@ -56,15 +56,41 @@ def _conversation(info: SessionInfo) -> LedgerConversation:
                               info.log_path, info.origin)
 
 
+def _export_otel(out: Path, conversations: Iterable[LedgerConversation], *, force: bool,
+                 strict: bool) -> ExportSummary:
+    from sessiontape.storage.exports.otel import export_otel  # the [otel] extra's
+
+    return export_otel(out, conversations, force=force, strict=strict)
+
+
 # each: (out, conversations, *, force, strict) -> its summary
 EXPORTS: dict[str, Callable[..., ExportSummary]] = {
     "ledger": export_ledger, "session-events": export_session_events,
     "markdown": export_markdown, "html": export_html, "agentrun": export_agentrun,
-    "atif": export_atif}
+    "atif": export_atif, "otel": _export_otel}
 
 
-def _summary_line(summary: ExportSummary) -> str:
-    wrote = f"exported {plural(summary.conversations, 'conversation')} to {summary.path}: "
+def _headers(given: list[str]) -> dict[str, str] | None:
+    """``--header KEY=VALUE`` options as a mapping (None: the OTEL_EXPORTER_OTLP_HEADERS
+    environment variable's, which the exporter reads)."""
+    if not given:
+        return None
+    pairs = [header.partition("=") for header in given]
+    return {key.strip(): value.strip() for key, _, value in pairs}
+
+
+def _send(args: argparse.Namespace, conversations: Iterable[LedgerConversation]
+          ) -> ExportSummary:
+    from sessiontape.storage.exports.otel import send_otel  # the [otel] extra's
+
+    return send_otel(args.endpoint, conversations, strict=bool(args.session),
+                     headers=_headers(args.header))
+
+
+def _summary_line(summary: ExportSummary, sent_to: str | None) -> str:
+    wrote = (f"sent {plural(summary.conversations, 'conversation')} to {sent_to}: "
+             if sent_to is not None else
+             f"exported {plural(summary.conversations, 'conversation')} to {summary.path}: ")
     if not isinstance(summary, LedgerSummary):  # one count, of its UNIT
         return wrote + plural(summary.written, summary.UNIT)
     return (wrote + f"{plural(summary.sessions, 'session')} "
@@ -74,14 +100,24 @@ def _summary_line(summary: ExportSummary) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write the chosen conversations into a new file of ``--format`` and say what it
-    holds."""
+    """Write the chosen conversations into a new file of ``--format`` (or send them to
+    ``--endpoint``) and say what it holds."""
+    usage = _usage_error(args)
+    if usage is not None:
+        eprint(f"{PROG}: {usage}")
+        return EXIT_USAGE
     selected = _selected(args)
     if isinstance(selected, int):
         return selected
     try:
-        summary = EXPORTS[args.format](args.out, map(_conversation, selected),
-                                       force=args.force, strict=bool(args.session))
+        if args.endpoint is not None:
+            summary = _send(args, map(_conversation, selected))
+        else:
+            summary = EXPORTS[args.format](args.out, map(_conversation, selected),
+                                           force=args.force, strict=bool(args.session))
+    except ImportError as exc:  # an optional extra that is not installed
+        eprint(printable(f"{PROG}: {exc}"))
+        return EXIT_FAILURE
     except FileExistsError:
         eprint(printable(f"{PROG}: {args.out} already exists; pass --force to replace it"))
         return EXIT_USAGE
@@ -95,6 +131,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     except (OSError, sqlite3.Error) as exc:
         eprint(printable(f"{PROG}: cannot write {args.out}: {exc}"))
         return EXIT_FAILURE
+    except RuntimeError as exc:  # OtelSendError: the endpoint did not take the spans
+        if args.endpoint is None:
+            raise
+        eprint(printable(f"{PROG}: {exc}"))
+        return EXIT_FAILURE
     finally:
         close = getattr(selected, "close", None)  # the catalog, when the export stopped early
         if close is not None:
@@ -106,8 +147,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary.to_json())
     else:
-        print(printable(_summary_line(summary)))
+        print(printable(_summary_line(summary, args.endpoint)))
     return EXIT_OK
+
+
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the combination of ``--out``, ``--endpoint`` and ``--format``."""
+    if args.endpoint is not None and args.format != "otel":
+        return "--endpoint sends OpenTelemetry spans: use it with --format otel"
+    if args.endpoint is not None and args.out is not None:
+        return "give --out FILE or --endpoint URL, not both"
+    if args.endpoint is None and args.out is None:
+        return "--out FILE is required" + (" (or --endpoint URL)" if args.format == "otel"
+                                           else "")
+    if args.header and args.endpoint is None:
+        return "--header goes with --endpoint"
+    return None
 
 
 def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -124,12 +179,16 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "the same as one self-contained page (no script, no external URL). "
                     "agentrun: agentrun's Message lines (JSONL), each turn closed by a "
                     "result with its usage and cost. atif: one ATIF v1.8 trajectory a line "
-                    "(JSONL), subagents embedded. "
+                    "(JSONL), subagents embedded. otel: OpenTelemetry GenAI spans "
+                    "(invoke_agent, chat, execute_tool), one OTLP/JSON request a line, or "
+                    "sent to an OTLP/HTTP endpoint with --endpoint (needs the [otel] "
+                    "extra). "
                     "Each conversation is read from its AgentUse tree with the turns of its "
                     "replay log that tree lacks (skilled_crew's), else from its replay log. "
                     "The file is created 0600 and appears whole or not at all.",
         epilog="Exit status: 0 written; 1 unknown --session, a named session with nothing "
-               "to export, or a write error (nothing is written); 2 usage error, an "
+               "to export, a write error (nothing is written), the [otel] extra missing, "
+               "or an endpoint that did not take the spans; 2 usage error, an "
                "ambiguous name, or FILE exists without --force. Without --session a "
                "conversation with nothing to export (only stored items) is skipped with a "
                "warning.")
@@ -138,9 +197,15 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                              "session-events: Agent Sessions' SessionEvent lines, JSONL; "
                              "markdown: a transcript; html: a self-contained page; "
                              "agentrun: agentrun Message lines, JSONL; atif: ATIF v1.8 "
-                             "trajectories, JSONL)")
-    export.add_argument("--out", required=True, type=Path, metavar="FILE",
-                        help="the file to create")
+                             "trajectories, JSONL; otel: OpenTelemetry spans, OTLP/JSON)")
+    export.add_argument("--out", type=Path, metavar="FILE", help="the file to create")
+    export.add_argument("--endpoint", default=None, metavar="URL",
+                        help="with --format otel: send the spans to this OTLP/HTTP traces "
+                             "endpoint (e.g. http://127.0.0.1:4318/v1/traces) instead of "
+                             "writing a file")
+    export.add_argument("--header", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --endpoint: an HTTP header to send (repeatable; default: "
+                             "the OTEL_EXPORTER_OTLP_HEADERS environment variable's)")
     export.add_argument("--session", action="append", default=None, metavar="NAME",
                         help="a conversation to export, by name or AgentUse id prefix as "
                              "`sessions show` takes it (repeatable; default: every "
