@@ -74,43 +74,52 @@ class ReadProblem:
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 LINK_REASON = "is a symbolic link (not followed)"
+_READ_MORE = 65536  # bytes a read asks for beyond what a file's size said
 
 
-def _read_regular_file(path: Path) -> bytes:
+def _read_regular_file(path: Path | str) -> bytes:
     """The bytes of ``path``; CorruptFileError for a link, a directory, a FIFO or a device
     (opened without following a link, and without blocking on a FIFO)."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
-        raise CorruptFileError(path, "file is missing") from None
+        raise CorruptFileError(Path(path), "file is missing") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise CorruptFileError(path, LINK_REASON) from None
-        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from None
+            raise CorruptFileError(Path(path), LINK_REASON) from None
+        raise CorruptFileError(Path(path), f"cannot read: {exc.strerror or exc}") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CorruptFileError(path, "not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as file:
-            return file.read()
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptFileError(Path(path), "not a regular file")
+        # One read for the usual file (its size and one byte more, to see its end); one
+        # that grew meanwhile, or gave less than its size, is read on to its end.
+        data = os.read(fd, info.st_size + 1)
+        if len(data) == info.st_size:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, max(_READ_MORE, info.st_size)):
+            chunks.append(chunk)
+        return b"".join(chunks)
     except OSError as exc:
-        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from None
+        raise CorruptFileError(Path(path), f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path | str) -> dict[str, Any]:
     """Parse ``path`` as a JSON object or raise :class:`CorruptFileError`
     (:class:`DamagedFileError` for a readable file that is not one)."""
     raw = _read_regular_file(path)
-    if not raw.strip():
-        raise DamagedFileError(path, "file is empty", raw)
     try:
         data = loads(raw)
     except ValueError as exc:
-        raise DamagedFileError(path, f"invalid JSON: {exc}", raw) from None
+        if not raw.strip():
+            raise DamagedFileError(Path(path), "file is empty", raw) from None
+        raise DamagedFileError(Path(path), f"invalid JSON: {exc}", raw) from None
     if not isinstance(data, dict):
-        raise DamagedFileError(path, f"expected a JSON object, found {type(data).__name__}",
-                               raw)
+        raise DamagedFileError(Path(path),
+                               f"expected a JSON object, found {type(data).__name__}", raw)
     return data
 
 
@@ -154,12 +163,12 @@ class SessionScan:
     problems: list[ReadProblem] = field(default_factory=list)
 
 
-def _exists(path: Path) -> bool:
+def _exists(path: Path | str) -> bool:
     """Whether anything is at ``path``, a dangling link included."""
     return os.path.lexists(path)
 
 
-def is_real_dir(path: Path) -> bool:
+def is_real_dir(path: Path | str) -> bool:
     """A directory that is not a symbolic link."""
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
@@ -262,25 +271,29 @@ def _order_parts(parts: list[dict[str, Any]], ours: bool) -> list[dict[str, Any]
     return sorted(parts, key=lambda p: (_part_start(p), str(p.get("id", ""))))
 
 
-def _part_files(directory: Path) -> list[Path]:
+def _part_files(directory: str) -> list[str]:
     """The part files of an exchange (none when ``part/`` is missing or a link)."""
-    part_dir = directory / "part"
+    part_dir = os.path.join(directory, "part")
     if not is_real_dir(part_dir):
         return []
     names = sorted(e.name for e in os.scandir(part_dir)
                    if e.name.endswith(".json") and not e.name.startswith("."))
-    return [part_dir / name for name in names]
+    return [os.path.join(part_dir, name) for name in names]
 
 
-def _load_message(directory: Path, ours: bool, parts: bool) -> LoadedMessage | None:
-    if not _exists(directory / "message.json") and not _part_files(directory):
-        return None  # an exchange directory made just before a crash: nothing to lose
-    info = read_json_object(directory / "message.json")
+def _load_message(directory: str, ours: bool, parts: bool) -> LoadedMessage | None:
+    message_file = os.path.join(directory, "message.json")
+    try:
+        info = read_json_object(message_file)
+    except CorruptFileError as exc:
+        if not _exists(message_file) and not _part_files(directory):
+            return None  # an exchange directory made just before a crash: nothing to lose
+        raise exc from None
     if not parts:
-        return LoadedMessage(directory, info, [])
-    part_files = _part_files(directory)
-    return LoadedMessage(directory, info, _order_parts([read_json_object(p) for p in part_files],
-                                                       ours))
+        return LoadedMessage(Path(directory), info, [])
+    return LoadedMessage(Path(directory), info,
+                         _order_parts([read_json_object(p) for p in _part_files(directory)],
+                                      ours))
 
 
 def _crash_leftover(directory: Path) -> bool:
@@ -298,13 +311,17 @@ def _crash_leftover(directory: Path) -> bool:
     return True
 
 
-def _tools(directory: Path) -> list[dict[str, Any]]:
-    tools_file = directory / "tools.json"
-    if not _exists(tools_file):
-        return []
-    tools = read_json_object(tools_file).get("tools", [])
+def _tools(directory: str) -> list[dict[str, Any]]:
+    tools_file = os.path.join(directory, "tools.json")
+    try:
+        tools = read_json_object(tools_file).get("tools", [])
+    except CorruptFileError:
+        if not _exists(tools_file):
+            return []
+        raise
     if not isinstance(tools, list):
-        raise CorruptFileError(tools_file, f"'tools' is a {type(tools).__name__}, not a list")
+        raise CorruptFileError(Path(tools_file),
+                               f"'tools' is a {type(tools).__name__}, not a list")
     return tools
 
 
@@ -317,18 +334,19 @@ def load_session(directory: Path, *, parts: bool = True) -> LoadedSession:
     directory = Path(directory)
     if directory.is_symlink():
         raise CorruptFileError(directory, LINK_REASON)
-    info = read_json_object(directory / SESSION_FILE)
+    top = str(directory)
+    info = read_json_object(os.path.join(top, SESSION_FILE))
     ours = str(info.get("version", "")).startswith(OUR_VERSION_PREFIX)
-    tools = _tools(directory)
+    tools = _tools(top)
     messages = []
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+    for entry in sorted(os.scandir(top), key=lambda e: e.name):
         if is_ulid(entry.name) and entry.is_dir(follow_symlinks=False):
-            message = _load_message(Path(entry.path), ours, parts)
+            message = _load_message(entry.path, ours, parts)
             if message is not None:
                 messages.append(message)
     messages.sort(key=_message_order)
     subagents = []
-    sub_root = directory / SUBAGENT_DIR
+    sub_root = os.path.join(top, SUBAGENT_DIR)
     if is_real_dir(sub_root):
         for entry in sorted(os.scandir(sub_root), key=lambda e: e.name):
             if split_session_dir_name(entry.name) and entry.is_dir(follow_symlinks=False) \

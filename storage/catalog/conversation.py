@@ -459,15 +459,48 @@ class _LogReader:
         self.problems: list[str] = []
         self.line: dict[str, Any] = {}  # the line being read: the source of its rows
 
-    def read(self) -> _Session:
+    def read(self, tree: _Session | None = None) -> _Session:
+        """The log's session. With ``tree`` (the conversation's, read from its AgentUse
+        tree): when the log's turns and the tree's exchanges pair one for one
+        (:func:`~sessiontape.storage.catalog.timeline.align`), the tree holds every turn
+        and :func:`_with_log_turns` would take none from the log; the turns are then not
+        read into rows, and the session returned has no exchanges, only when it began
+        (all the tree takes from it)."""
         reader = SessionLogReader(self.path)
         entries = reader.entries()
         self.problems += [str(problem) for problem in reader.problems]
+        chunks = []
         for chunk in _turn_entries(entries):
             turns = group_turns(chunk)
             if turns:
-                self._turn(chunk, turns[0])
+                chunks.append((chunk, turns[0]))
+        if tree is not None and self._all_in(tree, [chunk for chunk, _ in chunks]):
+            return self.main
+        for chunk, turn in chunks:
+            self._turn(chunk, turn)
         return self.main
+
+    def _all_in(self, tree: _Session, chunks: list[list[LogEntry]]) -> bool:
+        """Whether the turns of ``chunks`` and ``tree``'s exchanges pair one for one, as
+        :func:`_with_log_turns` pairs them (each turn's key as :meth:`_turn` would read
+        it: a chunk's ``user_message`` is its first entry); if so, the session's start is
+        set as :meth:`_turn` sets it."""
+        keys, created = [], None
+        for chunk in chunks:
+            first = chunk[0]
+            if first.kind != "user_message":
+                keys.append(TurnKey(None, "", None))
+                continue
+            at = iso_to_ms(first.timestamp)
+            created = created or at
+            keys.append(TurnKey(_str(first.data.get("sessionId")),
+                                input_text(first.data.get("userInput"), "\n"), at))
+        pairs = align(keys, [ExchangeKey(*_prompt_key(e)) for e in tree.exchanges],
+                      tree.preferred)
+        if any(t is None or e is None for t, e in pairs):
+            return False
+        self.main.created_at = created
+        return True
 
     def _turn(self, entries: list[LogEntry], turn: Turn) -> None:
         self.scope = _Scope(self.main, _Exchange(), self.scope.agent)
@@ -669,7 +702,7 @@ def read_conversation(conversation: LedgerConversation, problems: list[str],
                                 "AgentUse tree and no replay log")
     reader = _LogReader(log, conversation.origin)
     try:
-        session = reader.read()
+        session = reader.read(read)
     except OSError as exc:
         if read is not None:
             problems.append(f"{conversation_name(conversation)}: {log}: cannot read: "
