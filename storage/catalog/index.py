@@ -1118,17 +1118,21 @@ class Catalog:
 
         where, params = ("WHERE user = ?", [_sql(user)]) if user is not None else ("", [])
         with self._reading() as conn:
+            # Only the ids are sorted (SQLite's sorter holds what it sorts), then each
+            # conversation's info is read by its id.
             rows = conn.execute(
-                f"SELECT json_extract(info, '$.first_ms'), info FROM conversations {where} "
-                "ORDER BY coalesce(json_extract(info, '$.first_ms'), 0)", params)
+                f"SELECT coalesce(json_extract(info, '$.first_ms'), 0) AS began, id FROM "
+                f"conversations {where} ORDER BY began", params)
             same: list[SessionInfo] = []
             began: int | None = None
-            for first_ms, info in rows:
-                if same and (first_ms or 0) != began:
+            for first_ms, row_id in rows:
+                if same and first_ms != began:
                     same.sort(key=export_key)
                     yield from same
                     same = []
-                began = first_ms or 0
+                began = first_ms
+                (info,), = conn.execute("SELECT info FROM conversations WHERE id = ?",
+                                        (row_id,)).fetchall()
                 same.append(SessionInfo.from_json(loads(info)))
             same.sort(key=export_key)
             yield from same
