@@ -69,6 +69,7 @@ from sessiontape.storage.names import DEFAULT_USER_ID, default_session_name
 from sessiontape.storage.times import iso_to_ms, now_ms
 
 from .recorder import Recorder
+from .writer import WRITER
 
 __all__ = ["AgentrunIngest", "IngestSummary", "ingest_agentrun", "lines_of"]
 
@@ -492,9 +493,11 @@ class AgentrunIngest:
                 self._emit(conversation, AgentEnded(end.scope, at, turn.frames[0].agent))
                 await recorder.end_run(recorder.session)
                 self._emit(conversation, end)
-            await recorder.flush_after_run()
         finally:
             recorder.end_turn()
+        # Not waiting for the writer after each turn (the turn is on disk a batch window
+        # later, as a run's): only for room, when it is far behind a fast stream.
+        await WRITER.room()
 
     @staticmethod
     def _emit(conversation: _Conversation, event: Event) -> None:
