@@ -68,7 +68,7 @@ from sessiontape.storage.json_style import loads
 from sessiontape.storage.names import DEFAULT_USER_ID, default_session_name
 from sessiontape.storage.times import iso_to_ms, now_ms
 
-from .recorder import Recorder
+from .recorder import Recorder, check_names
 from .writer import WRITER
 
 __all__ = ["AgentrunIngest", "IngestSummary", "ingest_agentrun", "lines_of"]
@@ -111,6 +111,10 @@ def sdk_model(model: str) -> str:
         return model
     provider, slash, rest = model.partition("/")
     return f"{provider}:{rest}" if slash and provider and rest else f"{DEFAULT_AGENT}:{model}"
+
+
+class _Unusable(ValueError):
+    """A message that cannot be recorded as it says (the line is reported)."""
 
 
 @dataclass
@@ -173,6 +177,7 @@ class AgentrunIngest:
 
     def __init__(self, *, user_id: str = DEFAULT_USER_ID, session_name: str | None = None,
                  **recorder_options: Any) -> None:
+        check_names(user_id, session_name or "unnamed")  # ValueError, at once
         self.user_id = user_id
         self.session_name = session_name  # given: every conversation of the stream goes here
         self.options = recorder_options
@@ -203,7 +208,10 @@ class AgentrunIngest:
         if kind in _IGNORED:
             self.summary.ignored[kind] += 1
             return
-        await self._message(kind, message)
+        try:
+            await self._message(kind, message)
+        except _Unusable as exc:
+            self.summary.problems.append(f"line {number}: {exc}")
 
     async def _message(self, kind: str, message: dict[str, Any]) -> None:
         at = iso_to_ms(message.get("timestamp"))
@@ -253,6 +261,12 @@ class AgentrunIngest:
             name = resume
         else:
             name = self.session_name or self._default()
+        if name not in self._conversations:
+            try:
+                check_names(self.user_id, name)
+            except ValueError as exc:
+                raise _Unusable(f"cannot record a conversation named {name!r} ({exc}); its "
+                                "messages go on where the stream was") from None
         if self._current is not None and self._current is not self._conversations.get(name):
             await self._leave_turn(self._current)
         conversation = self._conversation(name)

@@ -41,7 +41,8 @@ from .runner import chain_hooks, install
 from .scope import RunScope
 from .writer import EXIT_FLUSH_TIMEOUT, WRITER
 
-__all__ = ["Recorder", "RecorderBusyError", "RecorderClosedError", "RecorderError"]
+__all__ = ["Recorder", "RecorderBusyError", "RecorderClosedError", "RecorderError",
+           "check_names"]
 
 log = logging.getLogger("sessiontape")
 MAX_KEPT_FAILURES = 20  # recording errors kept for strict mode; the rest are only counted
@@ -170,7 +171,7 @@ def _holds_data(path: Path) -> bool:
         return True
 
 
-def _check_names(user_id: str, session_name: str) -> None:
+def check_names(user_id: str, session_name: str) -> None:
     """Refuse what no layout can key a conversation by: an empty user or session name, or
     a name that is not text (lone surrogates, e.g. from undecodable command-line bytes)."""
     if not user_id:
@@ -226,7 +227,7 @@ class Recorder:
         install()
         self.user_id = user_id
         self.session_name = default_session_name() if session_name is None else session_name
-        _check_names(user_id, self.session_name)
+        check_names(user_id, self.session_name)
         self._project_root_given = project_root
         self._project_root: str | None = None
         self.cwd = os.getcwd()

@@ -27,6 +27,7 @@ from test_session_events import record
 
 from sessiontape import Recorder
 from sessiontape.ingest import ingest_agentrun, sdk_model
+from sessiontape.storage.names import DEFAULT_USER_ID
 from sessiontape.storage.skillet.item_store import ItemStore
 
 # what the round trip keeps of each message (raw is the record it was read from, and ids
@@ -347,3 +348,19 @@ def test_a_turn_the_run_failed_comes_back_failed(tmp_path: Path) -> None:
         ("result", None, None), ("system", "again", None), ("text", "ok", None),
         ("result", "ok", "end_turn"), ("eof", None, None)]
     assert kept(tmp_path / "b.jsonl") == first
+
+
+def test_a_name_no_layout_can_key_is_reported_and_the_stream_goes_on(tmp_path: Path) -> None:
+    lines = [json.dumps({"type": "init", "resume_id": "first"}),
+             json.dumps({"type": "system", "content": "one"}),
+             json.dumps({"type": "result", "stop_reason": "end_turn"}),
+             '{"type": "init", "resume_id": "bad\\ud800name"}',  # a lone surrogate
+             json.dumps({"type": "system", "content": "two"}),
+             json.dumps({"type": "result", "stop_reason": "end_turn"})]
+    summary = asyncio.run(ingest_agentrun(lines))
+    (problem,) = summary.problems
+    assert problem.startswith("line 4: cannot record a conversation named")
+    assert (summary.conversations, summary.turns) == ([f"{DEFAULT_USER_ID}/first"], 2)
+    empty = run_cli("ingest", "--format", "agentrun", "--user", "", "-", stdin="",
+                    env=cli_environ())
+    assert empty.returncode == 2 and "user_id is empty" in empty.stderr

@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import IO
 
 from sessiontape.ingest import IngestSummary, ingest_agentrun, lines_of
+from sessiontape.recorder import check_names
 from sessiontape.storage.names import DEFAULT_USER_ID
 
 from . import VERBS
 from .console import (
     EXIT_FAILURE,
     EXIT_OK,
+    EXIT_USAGE,
     eprint,
     plural,
     print_json,
@@ -43,6 +45,11 @@ async def _ingest(stream: IO[bytes], args: argparse.Namespace) -> IngestSummary:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Record the stream of FILE (or stdin) and say what was recorded."""
     warnings_in_one_line()
+    try:
+        check_names(args.user, args.session_name or "unnamed")
+    except ValueError as exc:
+        eprint(printable(f"{PROG}: {exc}"))
+        return EXIT_USAGE
     try:
         if args.file == "-":
             summary = asyncio.run(_ingest(sys.stdin.buffer, args))
@@ -78,7 +85,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "prompt. docs/interop.md says how each message is read.",
         epilog="Exit status: 0 every line recorded; 1 a line could not be read (each is "
                "reported with its number; the rest is recorded), a recording error, or "
-               "FILE cannot be read.")
+               "FILE cannot be read; 2 a usage error (an empty --user or --session-name).")
     ingest.add_argument("--format", required=True, choices=("agentrun",),
                         help="the stream's format (agentrun: agentrun Message lines, JSONL)")
     ingest.add_argument("--user", default=DEFAULT_USER_ID, metavar="U",
