@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -140,16 +139,25 @@ def _project(workspace: str | None) -> str | None:
 
 class _Ids:
     """Row ids, unique per table: the layout's id when no earlier row took it, else a
-    uuid5 of the row's seed (its file and position)."""
+    uuid5 of the row's seed (its file and position). The ids given are kept in a temporary
+    table of ``conn`` (SQLite's temporary database, a file: its pages cached as any
+    other's), not in memory: an export's memory does not grow with the rows it writes."""
 
-    def __init__(self) -> None:
-        self._used: dict[str, set[str]] = defaultdict(set)
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        conn.execute("CREATE TEMP TABLE sessiontape_ids (tbl TEXT NOT NULL, id TEXT NOT NULL, "
+                     "PRIMARY KEY (tbl, id)) WITHOUT ROWID")
+
+    def _take(self, table: str, value: str) -> bool:
+        """Mark ``value`` given in ``table``; whether it was free."""
+        return self._conn.execute("INSERT OR IGNORE INTO temp.sessiontape_ids VALUES (?, ?)",
+                                  (table, value)).rowcount == 1
 
     def claim(self, table: str, preferred: str | None, seed: str) -> str:
-        used = self._used[table]
-        value = preferred if preferred and preferred not in used \
-            else str(uuid.uuid5(_NAMESPACE, f"{table}\0{seed}"))
-        used.add(value)
+        if preferred and self._take(table, preferred):
+            return preferred
+        value = str(uuid.uuid5(_NAMESPACE, f"{table}\0{seed}"))
+        self._take(table, value)
         return value
 
 
@@ -256,7 +264,7 @@ def _insert(conn: sqlite3.Connection, session: Session, summary: LedgerSummary) 
 def _write(conn: sqlite3.Connection, conversations: Iterable[LedgerConversation],
            summary: LedgerSummary, strict: bool) -> None:
     conn.execute("INSERT INTO sessiontape_meta VALUES ('format', ?)", (LEDGER_FORMAT,))
-    ids = _Ids()
+    ids = _Ids(conn)
     for conversation, session, read_from in read_each(conversations, summary, strict):
         _assign_ids(session, ids)
         _insert(conn, session, summary)
