@@ -2,30 +2,44 @@
 
 The target: exports stream, 1 GB of sessions exports in constant memory, >= 50 MB/s.
 
-Recorded conversations are generated as ``bench/sessions_listing.py`` generates them
-(replay logs with owner records, AgentUse trees, the item store; about 8.7 KB of log and
-tree files a session, so the default 125 000 sessions are about 1 GB), in a temporary
-directory (``--dir``): SKILLET_HOME and the XDG directories point into it, and the
-AgentUse tree is made the project's, as ``bench/catalog.py`` does, so every export reads
-each conversation from its tree and its log. This is done twice: with SESSIONS / 4
-sessions, then (the first deleted) with SESSIONS.
+Two workloads of recorded conversations, each generated as ``bench/sessions_listing.py``
+generates them (replay logs with owner records, AgentUse trees, the item store), in a
+temporary directory (``--dir``): SKILLET_HOME and the XDG directories point into it, and
+the AgentUse tree is made the project's, as ``bench/catalog.py`` does, so every export
+reads each conversation from its tree and its log:
 
-At each size, after one untimed ``sessiontape sessions list --json`` (it builds the
-catalog, which the exports list from, and warms the page cache), each format runs once
+* ``typical``: 2-4 turns, each with 1-2 tool calls whose results are search hits of 1-6 KB
+  (70 %), 6-30 KB (25 %) or 50-150 KB (5 %), and an answer of 40-200 words
+  (:func:`make_typical_session`): ~125 KB of log and tree files a session, so the default
+  9 000 sessions are about 1.1 GB;
+* ``tiny``: ``sessions_listing``'s own sessions, 1-3 turns of one small tool call: ~8.6 KB
+  a session in 18 files, so the default 125 000 sessions are about 1 GB and 2.2 million
+  inodes. The worst case: the cost of each file and each conversation dominates.
+
+Each workload is measured twice: with SESSIONS / 4 sessions, then (the first deleted) with
+SESSIONS. At each size, after one untimed ``sessiontape sessions list --json`` (it builds
+the catalog, which the exports list from, and warms the page cache), each format runs once
 as a whole process of sessiontape installed from a wheel (``bench/installed.py``):
 ``sessiontape export --format F --out FILE --force --json`` over every conversation. For
-each: wall seconds, the process's peak RSS (``ru_maxrss`` from ``os.wait4`` of that one
-child), the output's size, and input MB/s = the bytes of the log and tree files / wall
-(start-up, the catalog's refresh and the listing included, as a user waits for them).
-Constant memory: the peak RSS at SESSIONS is that at SESSIONS / 4 give or take
-RSS_SLACK, or RSS_PER_INPUT of the input the larger size adds (a ratio of the two RSS
-would hide a growth under the floor of imports). The baseline, measured the same way:
-``sessiontape sessions list --json`` (start-up, the catalog's refresh and the listing
-every export does first; the Agents SDK imported makes most of its RSS, a floor under
-every export's). MB are MiB. About 1 GB of files and 2.2 million inodes at the default
-size.
+each: wall seconds, the process's peak RSS, the output's size, and input MB/s = the bytes
+of the log and tree files / wall (start-up, the catalog's refresh and the listing
+included, as a user waits for them). The peak RSS is ``ru_maxrss`` of the export's process
+as a small launcher process sees it (``_LAUNCHER``): ``ru_maxrss`` survives ``execve``, so a
+process spawned straight from this bench reports at least the bench's own ~100 MB.
+Constant memory: the peak RSS at SESSIONS is that at SESSIONS / 4 give or take RSS_SLACK,
+or RSS_PER_INPUT of the input the larger size adds. The baseline, measured the same way:
+``sessiontape sessions list --json`` (start-up, the catalog's refresh and the listing every
+export does first). MB are MiB. Each workload's table is printed when it is done, the whole
+table at the end. ``--quick``: 150 typical and 2 000 tiny sessions (~17 MB each).
 
-    python bench/exports.py [--sessions 125000] [--dir DIR]
+    python bench/exports.py [--workload typical|tiny|both] [--sessions N] [--quick] [--dir DIR]
+
+Measured on the team machine (2 cores, shared with other work: load average 1.0-2.2) at
+797cfe3, 2026-11-27: typical, 9 000 sessions (1.19 GB): ledger 42.8 MB/s, session-events
+38.1, markdown 26.6, html 30.1, agentrun 34.1, atif 42.1 (target missed: 0.53-0.86x); peak
+RSS 31-33 MB at N/4 and at N for all but the ledger (40 -> 59 MB: its ids, kept in SQLite
+since d102d17). Tiny, 125 000 sessions (~1.05 GB): ~3 MB/s (0.06x), peak RSS ~31.5 MB.
+docs/performance.md, "Exports", has the table and what limits each figure.
 """
 
 from __future__ import annotations
