@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 __all__ = ["CIRCULAR", "MAX_DEPTH", "TOO_DEEP", "dumps_compact", "dumps_pretty", "js_number",
-           "js_values", "loads", "safe_str", "value_text"]
+           "js_values", "loads", "reindented", "safe_str", "value_text"]
 
 
 CIRCULAR = "[Circular]"
@@ -223,6 +223,23 @@ def _dumps(value: Any, option: int, indent: int | None) -> bytes:
 def dumps_pretty(value: Any) -> bytes:
     """Two-space indented JSON with no trailing newline (AgentUse files)."""
     return _dumps(value, orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, 2)
+
+
+# A float token of JSON text: a digit then a fraction or an exponent (an integer has none)
+_FLOAT_TOKEN = re.compile(r"[0-9][.eE]")
+
+
+def reindented(parsed: Any, text: str) -> bytes:
+    """:func:`dumps_pretty` of ``parsed``, just read from ``text`` by :func:`loads`: the
+    same bytes, without walking the value when ``text`` holds no float token (the JSON of
+    a tool's output shown to people: most hold none). Parsed JSON holds no cycle; a value
+    nested deeper than :data:`MAX_DEPTH` is then shown whole, up to orjson's own limit."""
+    if _FLOAT_TOKEN.search(text) is None:
+        try:
+            return orjson.dumps(parsed, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    return dumps_pretty(parsed)
 
 
 def dumps_compact(value: Any) -> bytes:

@@ -24,6 +24,7 @@ from sessiontape.storage.json_style import (
     dumps_pretty,
     js_values,
     loads,
+    reindented,
     value_text,
 )
 
@@ -310,3 +311,20 @@ def test_value_text_gives_structured_outputs_as_json() -> None:
     assert value_text(Point(1, 0.5)) == '{"x":1,"y":0.5}'
     assert value_text({"a": [1, 2.0]}) == '{"a":[1,2]}'
     assert value_text(Opaque()) == "opaque thing"
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+
+
+@given(value=JSON_VALUES)
+@settings(max_examples=300, deadline=None)
+def test_reindented_writes_what_dumps_pretty_writes(value: object) -> None:
+    """The shortcut for JSON text without a float token gives the same bytes; text with one
+    goes the long way."""
+    for text in (json.dumps(value), dumps_compact(value).decode()):
+        parsed = loads(text)
+        assert reindented(parsed, text) == dumps_pretty(parsed)

@@ -54,7 +54,8 @@ def _prose(text: str) -> str:
 
 def _code(text: str, language: str = "") -> list[str]:
     """``text`` in a fenced code block whose fence no backtick run inside can close."""
-    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0) \
+        if "`" in text else 0  # (most outputs have none: no scan)
     fence = "`" * max(3, longest + 1)
     return [f"{fence}{language}", *printable(text).split("\n"), fence]
 
