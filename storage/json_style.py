@@ -225,21 +225,23 @@ def dumps_pretty(value: Any) -> bytes:
     return _dumps(value, orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, 2)
 
 
-# A float token of JSON text: a digit then a fraction or an exponent (an integer has none)
-_FLOAT_TOKEN = re.compile(r"[0-9][.eE]")
+# What orjson may write otherwise than JavaScript, in the JSON it wrote: an integral float
+# (``1.0``, ``-0.0``) or an exponent (``1e-6``, ``1e+16``); a string holding one only sends
+# the value the long way.
+_NOT_AS_JAVASCRIPT = re.compile(rb"[0-9]\.0(?![0-9])|[0-9][eE][-+]?[0-9]")
 
 
-def reindented(parsed: Any, text: str) -> bytes:
-    """:func:`dumps_pretty` of ``parsed``, just read from ``text`` by :func:`loads`: the
-    same bytes, without walking the value when ``text`` holds no float token (the JSON of
-    a tool's output shown to people: most hold none). Parsed JSON holds no cycle; a value
-    nested deeper than :data:`MAX_DEPTH` is then shown whole, up to orjson's own limit."""
-    if _FLOAT_TOKEN.search(text) is None:
-        try:
-            return orjson.dumps(parsed, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-        except (TypeError, orjson.JSONEncodeError):
-            pass
-    return dumps_pretty(parsed)
+def reindented(parsed: Any) -> bytes:
+    """:func:`dumps_pretty` of ``parsed``, a value :func:`loads` just read (the JSON of a
+    tool's arguments or output, shown to people): the same bytes, but written by orjson
+    alone, without walking the value, when what it writes holds no number JavaScript
+    would write otherwise. Parsed JSON holds no cycle; a value nested deeper than
+    :data:`MAX_DEPTH` is then shown whole, up to orjson's own limit."""
+    try:
+        written = orjson.dumps(parsed, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        return dumps_pretty(parsed)
+    return dumps_pretty(parsed) if _NOT_AS_JAVASCRIPT.search(written) else written
 
 
 def dumps_compact(value: Any) -> bytes:

@@ -27,7 +27,7 @@ def json_or_text(value: str | None) -> tuple[str, str]:
         return value, ""
     if isinstance(parsed, str):
         return parsed, ""
-    return reindented(parsed, value).decode(), "json"
+    return reindented(parsed).decode(), "json"
 
 
 def turn_usage(number: int, exchange: Exchange) -> str | None:
