@@ -94,7 +94,8 @@ def test_the_runs_order_with_each_turn_closed_by_its_result(world: dict[str, Any
         ("init", None), ("system", "how do I get around?"), ("tool_use", "helper"),
         ("system", "tram or bus?"), ("text", "the tram is faster"),
         ("tool_result", "helper"), ("tool_use", "fail"), ("tool_result", "fail"),
-        ("error", "LookupError: no such city: Atlantis"), ("text", "take the tram"), ("result", "take the tram"),
+        ("error", "LookupError: no such city: Atlantis"), ("text", "take the tram"),
+        ("result", "take the tram"),
         ("system", "and at night?"), ("text", "by tram"), ("result", "by tram"), ("eof", None)]
     assert found[0]["resume_id"] == "porto" and found[0]["init"]["agent_name"] == "Guide"
     (helper,) = [m for m in found if m["type"] == "tool_use" and m["tool"]["name"] == "helper"]
