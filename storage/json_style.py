@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 __all__ = ["CIRCULAR", "MAX_DEPTH", "TOO_DEEP", "dumps_compact", "dumps_pretty", "js_number",
-           "js_values", "loads", "reindented", "safe_str", "value_text"]
+           "js_values", "loads", "safe_str", "value_text"]
 
 
 CIRCULAR = "[Circular]"
@@ -212,41 +212,46 @@ def _dumps_stdlib(value: Any, indent: int | None) -> bytes:
             return markers.replace(text).encode("ascii")
 
 
-def _dumps(value: Any, option: int, indent: int | None) -> bytes:
-    converted = _convert(value, frozenset(), _orjson_float)
-    try:
-        return orjson.dumps(converted, default=_unknown, option=option)
-    except (TypeError, orjson.JSONEncodeError):
-        return _dumps_stdlib(value, indent)
-
-
-def dumps_pretty(value: Any) -> bytes:
-    """Two-space indented JSON with no trailing newline (AgentUse files)."""
-    return _dumps(value, orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, 2)
-
-
 # What orjson may write otherwise than JavaScript, in the JSON it wrote: an integral float
 # (``1.0``, ``-0.0``) or an exponent (``1e-6``, ``1e+16``); a string holding one only sends
 # the value the long way.
 _NOT_AS_JAVASCRIPT = re.compile(rb"[0-9]\.0(?![0-9])|[0-9][eE][-+]?[0-9]")
 
 
-def reindented(parsed: Any) -> bytes:
-    """:func:`dumps_pretty` of ``parsed``, a value :func:`loads` just read (the JSON of a
-    tool's arguments or output, shown to people): the same bytes, but written by orjson
-    alone, without walking the value, when what it writes holds no number JavaScript
-    would write otherwise. Parsed JSON holds no cycle; a value nested deeper than
-    :data:`MAX_DEPTH` is then shown whole, up to orjson's own limit."""
+def _dumps(value: Any, option: int, indent: int | None) -> bytes:
+    """``value`` as JSON written as JavaScript writes it. Most values (str keys, no float
+    that orjson prints otherwise than JavaScript, no object orjson cannot write, fewer
+    brackets than :data:`MAX_DEPTH`) are written by orjson alone, without walking them;
+    the rest the long way (:func:`_dumps_converted`), to the same bytes
+    (``tests/test_json_style.py``)."""
     try:
-        written = orjson.dumps(parsed, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        written = orjson.dumps(value, option=option)
+    except (TypeError, orjson.JSONEncodeError):  # a non-str key, an object, a cycle...
+        return _dumps_converted(value, option, indent)
+    if _NOT_AS_JAVASCRIPT.search(written) or \
+            written.count(b"[") + written.count(b"{") >= MAX_DEPTH:
+        return _dumps_converted(value, option, indent)
+    return written
+
+
+def _dumps_converted(value: Any, option: int, indent: int | None) -> bytes:
+    """:func:`_dumps` the long way: every float, key and object converted first."""
+    converted = _convert(value, frozenset(), _orjson_float)
+    try:
+        return orjson.dumps(converted, default=_unknown,
+                            option=option | orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):
-        return dumps_pretty(parsed)
-    return dumps_pretty(parsed) if _NOT_AS_JAVASCRIPT.search(written) else written
+        return _dumps_stdlib(value, indent)
+
+
+def dumps_pretty(value: Any) -> bytes:
+    """Two-space indented JSON with no trailing newline (AgentUse files)."""
+    return _dumps(value, orjson.OPT_INDENT_2, 2)
 
 
 def dumps_compact(value: Any) -> bytes:
     """Compact one-line JSON (JSONL lines and SQLite item rows)."""
-    return _dumps(value, orjson.OPT_NON_STR_KEYS, None)
+    return _dumps(value, 0, None)
 
 
 def value_text(value: Any) -> str:

@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import orjson
 import pytest
 from harness import as_doubles
 from hypothesis import given, settings
@@ -20,11 +21,11 @@ from hypothesis import strategies as st
 
 from sessiontape.storage.json_style import (
     CIRCULAR,
+    _dumps_converted,
     dumps_compact,
     dumps_pretty,
     js_values,
     loads,
-    reindented,
     value_text,
 )
 
@@ -320,16 +321,38 @@ JSON_VALUES = st.recursive(
     max_leaves=20)
 
 
-@given(value=JSON_VALUES)
-@settings(max_examples=300, deadline=None)
-def test_reindented_writes_what_dumps_pretty_writes(value: object) -> None:
-    """orjson alone writes the same bytes, or the value goes the long way."""
-    for text in (json.dumps(value), dumps_compact(value).decode()):
-        parsed = loads(text)
-        assert reindented(parsed) == dumps_pretty(parsed)
+# keys of every kind the long way converts (floats as JavaScript prints them, ints, bools)
+ANY_KEYS = st.text() | st.integers(-5, 5) | st.floats(allow_nan=False) | st.booleans()
+VALUES_WITH_ANY_KEYS = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_KEYS, inner, max_size=4),
+    max_leaves=20)
+
+
+@given(value=JSON_VALUES | VALUES_WITH_ANY_KEYS)
+@settings(max_examples=400, deadline=None)
+def test_orjson_alone_writes_what_the_long_way_writes(value: object) -> None:
+    """orjson alone writes the same bytes as every value converted first, or the value goes
+    the long way; also for the JSON text of it read back (as an export re-writes it)."""
+    for each in (value, loads(dumps_compact(value))):
+        assert dumps_compact(each) == _dumps_converted(each, 0, None)
+        assert dumps_pretty(each) == _dumps_converted(each, orjson.OPT_INDENT_2, 2)
 
 
 @pytest.mark.parametrize("number", [1.0, -0.0, 1e-6, 1.5e-7, 1e16, 2.0**60, 0.1, 1e21, 3.25])
-def test_reindented_writes_numbers_as_javascript_does(number: float) -> None:
-    parsed = loads(json.dumps({"n": [number, "1.0 e5"]}))
-    assert reindented(parsed) == dumps_pretty(parsed)
+def test_numbers_orjson_prints_otherwise_take_the_long_way(number: float) -> None:
+    value = {"n": [number, "1.0 e5"]}
+    assert dumps_compact(value) == _dumps_converted(value, 0, None)
+    assert dumps_pretty(value) == _dumps_converted(value, orjson.OPT_INDENT_2, 2)
+    assert float(orjson.loads(dumps_compact(value))["n"][0]) == number
+
+
+def test_a_value_nested_past_max_depth_is_cut_as_before() -> None:
+    """orjson alone would write 250 levels whole; the bracket count sends it the long way."""
+    deep: list[object] = []
+    inner = deep
+    for _ in range(250):
+        inner.append([])
+        inner = inner[0]  # type: ignore[assignment]
+    assert b'"[Too deep]"' in dumps_compact(deep)
+    assert dumps_compact(deep) == _dumps_converted(deep, 0, None)

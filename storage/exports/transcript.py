@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..catalog.conversation import Exchange, LedgerConversation, Session
-from ..json_style import loads, reindented
+from ..json_style import dumps_pretty, loads
 from ..text import cost_text
 from .summary import ExportSummary
 
@@ -27,7 +27,7 @@ def json_or_text(value: str | None) -> tuple[str, str]:
         return value, ""
     if isinstance(parsed, str):
         return parsed, ""
-    return reindented(parsed).decode(), "json"
+    return dumps_pretty(parsed).decode(), "json"
 
 
 def turn_usage(number: int, exchange: Exchange) -> str | None:
