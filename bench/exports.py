@@ -363,6 +363,8 @@ def main() -> None:
                         help="work here (default: a temp dir in the system's temp dir)")
     args = parser.parse_args()
     workloads = WORKLOADS if args.workload == "both" else (args.workload,)
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="bench-exports-", dir=args.dir))
     rows: list[tuple[str, ...]] = [HEADER]
     notes = []
