@@ -34,12 +34,12 @@ table at the end. ``--quick``: 150 typical and 2 000 tiny sessions (~17 MB each)
 
     python bench/exports.py [--workload typical|tiny|both] [--sessions N] [--quick] [--dir DIR]
 
-Measured on the team machine (2 cores, shared with other work: load average 1.0-2.2) at
-797cfe3, 2026-11-27: typical, 9 000 sessions (1.19 GB): ledger 42.8 MB/s, session-events
-38.1, markdown 26.6, html 30.1, agentrun 34.1, atif 42.1 (target missed: 0.53-0.86x); peak
-RSS 31-33 MB at N/4 and at N for all but the ledger (40 -> 59 MB: its ids, kept in SQLite
-since d102d17). Tiny, 125 000 sessions (~1.05 GB): ~3 MB/s (0.06x), peak RSS ~31.5 MB.
-docs/performance.md, "Exports", has the table and what limits each figure.
+Measured on the team machine (2 cores, nothing else running) on 2026-11-27, two runs:
+typical, 9 000 sessions (1.19 GB): 76-152 MB/s (session-events 76.2 ... atif 151.9; the
+target holds, 1.5-3.0x), peak RSS 31-36 MB at N/4 and at N; tiny, 20 000 sessions
+(168 MB): 16-21 MB/s (missed: ~0.4 ms a session, the cost of its 18 files), 28-34 MB. On
+the same kind of machine shared with other test runs (load 1.0-2.2): typical 27-43 MB/s.
+docs/performance.md, "Exports", has the tables and what limits each figure.
 """
 
 from __future__ import annotations
