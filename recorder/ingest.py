@@ -160,7 +160,8 @@ class _Turn:
     error: str | None = None  # the last error since the turn's last text or call
     unfinished: bool = False
     ended: _Ended | None = None
-    delta: tuple[str, str] | None = None  # (type, the joined pieces) of text or thinking
+    # text or thinking in pieces: its type, the pieces joined, when the last one came
+    delta: tuple[str, str, int] | None = None
 
 
 class _Conversation:
@@ -185,6 +186,7 @@ class AgentrunIngest:
         self._conversations: dict[str, _Conversation] = {}
         self._current: _Conversation | None = None
         self._default_name: str | None = None
+        self._last_at = 0  # the latest time a message gave: when an unfinished turn ends
 
     # -- lines ------------------------------------------------------------------------
 
@@ -216,6 +218,7 @@ class AgentrunIngest:
     async def _message(self, kind: str, message: dict[str, Any]) -> None:
         at = iso_to_ms(message.get("timestamp"))
         at = at if at is not None and at > 0 else now_ms()
+        self._last_at = max(self._last_at, at)
         said = message.get("content")
         content = said if isinstance(said, str) else ""
         if kind == "init":
@@ -243,7 +246,7 @@ class AgentrunIngest:
             if kind in ("text_delta", "thinking_delta"):
                 base = kind.removesuffix("_delta")
                 joined = turn.delta[1] if turn.delta is not None else ""
-                turn.delta = (base, joined + content)
+                turn.delta = (base, joined + content, at)
             elif kind in ("text", "thinking"):
                 self._said(conversation, turn, frame, kind, content, at)
             elif kind == "tool_use":
@@ -336,10 +339,10 @@ class AgentrunIngest:
         ``text`` (or ``thinking``) a backend sends after its pieces replaces them."""
         if turn.delta is None or kind == f"{turn.delta[0]}_delta":
             return
-        base, joined = turn.delta
+        base, joined, at = turn.delta
         turn.delta = None
         if kind != base:
-            self._said(conversation, turn, turn.frames[-1], base, joined, now_ms())
+            self._said(conversation, turn, turn.frames[-1], base, joined, at)
 
     # -- what the agent says and does ---------------------------------------------------
 
@@ -488,9 +491,10 @@ class AgentrunIngest:
             RunFinished(root.scope, at, content or root.answer, root.model)))
 
     async def _leave_turn(self, conversation: _Conversation) -> None:
-        """The stream has no more of the turn going on: it is left unfinished."""
+        """The stream has no more of the turn going on: it is left unfinished, ending when
+        the stream last said something."""
         if conversation.turn is not None:
-            await self._close_turn(conversation, now_ms(), None)
+            await self._close_turn(conversation, self._last_at or now_ms(), None)
 
     async def _close_turn(self, conversation: _Conversation, at: int,
                           end: RunFinished | RunFailed | None) -> None:

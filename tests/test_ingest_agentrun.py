@@ -29,6 +29,7 @@ from sessiontape import Recorder
 from sessiontape.ingest import ingest_agentrun, sdk_model
 from sessiontape.storage.names import DEFAULT_USER_ID
 from sessiontape.storage.skillet.item_store import ItemStore
+from sessiontape.storage.times import iso_to_ms
 
 # what the round trip keeps of each message (raw is the record it was read from, and ids
 # and times are the new recording's)
@@ -218,7 +219,8 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         assert done.returncode == 0, done.stderr
     return {"ingested": json.loads(ingested.stdout), "out": kept(base / "out.jsonl"),
             "lines": [json.loads(line) for line in (base / "out.jsonl").read_bytes().splitlines()],
-            "shown": json.loads(shown.stdout)["session"], "spent": json.loads(spent.stdout)}
+            "shown": json.loads(shown.stdout)["session"], "spent": json.loads(spent.stdout),
+            "parts": [json.loads(part.read_bytes()) for part in base.rglob("part/*.json")]}
 
 
 def test_a_backends_stream_is_read_into_turns(backend: dict[str, Any]) -> None:
@@ -261,6 +263,14 @@ def test_times_are_the_streams(backend: dict[str, Any]) -> None:
     stamps = {(m["type"], m.get("content") or json.dumps(m.get("tool"))): m["timestamp"]
               for m in backend["lines"]}
     assert stamps["system", "hello"] == "2026-11-20T10:00:01.123Z"  # to the ms
+
+    # every part of the tree is timed within the stream, a model call begun by pieces of
+    # text too: its step begins with its first piece (not when the ingest ran)
+    first, last = (iso_to_ms(at(second)) for second in (0, 12))
+    times = [(part["type"], moment) for part in backend["parts"]
+             for moment in part.get("time", {}).values()]
+    assert times and [t for t in times if not first <= t[1] <= last] == []
+    assert ("step-start", iso_to_ms(at(2))) in times
     results = [stamp for (kind, _), stamp in stamps.items() if kind == "tool_result"]
     assert results == ["2026-11-20T10:00:05.123Z"] * 2
 
