@@ -118,6 +118,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None)
     args = parser.parse_args()
     turns = 400 if args.quick else args.turns
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-", dir=args.dir))
     try:
         script = installed_sessiontape(work / "installed")

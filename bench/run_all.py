@@ -12,7 +12,8 @@ benchmark follows the summary.
 hook time ``--calls 200``, log stream ``--size-mb 20``, sessions listing
 ``--sessions 1000``, start-up ``--runs 10``, catalog ``--sessions 2000``, exports
 ``--quick`` (2 000 tiny sessions and 150 typical ones, ~17 MB each; its default is about
-1 GB of each); item store and compaction keep their defaults (they take seconds).
+1 GB of each), ingest ``--quick`` (400 turns); item store and compaction keep their
+defaults (they take seconds).
 
 Exits 1 if a benchmark fails (non-zero exit, or a timeout) or its table cannot
 be parsed.
@@ -289,6 +290,20 @@ def parse_exports(output: str) -> list[tuple[str, str, str, str, str]]:
     return out
 
 
+def parse_ingest(output: str) -> list[tuple[str, str, str, str, str]]:
+    """The largest size's ingest and live rows, and the ratio line."""
+    runs = [line.split() for line in output.splitlines()
+            if line.startswith(("ingest ", "live ")) and len(line.split()) == 6]
+    ratio = re.search(r"ingest / live at (\d+) turns: ([0-9.]+)", output)
+    if not runs or ratio is None:
+        raise ValueError("no ingest table")
+    turns = ratio[1]
+    by = {run[0]: run for run in runs if run[1] == turns}
+    ingest, live = by["ingest"], by["live"]
+    return [(f"ingest --format agentrun, {turns} turns", f"{ingest[2]} s, {ingest[5]} MB RSS",
+             f"live recording {live[2]} s", f"{ratio[2]}x", "<= 1.0x the live recording")]
+
+
 @dataclass(frozen=True)
 class Benchmark:
     name: str
@@ -310,6 +325,7 @@ BENCHMARKS = [
     Benchmark("start-up", "startup.py", [], ["--runs", "10"], parse_startup),
     Benchmark("catalog", "catalog.py", [], ["--sessions", "2000"], parse_catalog),
     Benchmark("exports", "exports.py", [], ["--quick"], parse_exports),
+    Benchmark("ingest", "ingest.py", [], ["--quick"], parse_ingest),
 ]
 
 
