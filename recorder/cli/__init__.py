@@ -36,6 +36,7 @@ VERBS = {
     "export": Verb("export", "write recorded conversations in another tool's format"),
     "ingest": Verb("ingest", "record another tool's stream of messages (agentrun)"),
     "doctor": Verb("doctor", "check the recorded layouts; --fix repairs what is safe"),
+    "serve": Verb("serve", "a local web viewer of every conversation, live (web extra)"),
 }
 
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Any
 
 from sessiontape.storage.catalog.index import (
+    GROUP_KEYS,
     GROUPS,
+    HIT_KEYS,
     KINDS,
     SCHEMA_VERSION,
     SNIPPET_END,
     SNIPPET_START,
+    USAGE_SUMS,
     Catalog,
     CatalogUnavailable,
     SearchHit,
@@ -27,7 +29,7 @@ from sessiontape.storage.catalog.index import (
 )
 from sessiontape.storage.names import AmbiguousUserError
 from sessiontape.storage.paths import Locations
-from sessiontape.storage.times import ms_to_iso, shown_time
+from sessiontape.storage.times import shown_time
 
 from . import VERBS
 from .console import (
@@ -49,25 +51,12 @@ from .console import (
 from .finding import Progress, ambiguous_user, answering_catalog, say_store_damage
 
 # The JSON key that names a usage row's group.
-GROUP_KEYS = {"daily": "day", "weekly": "week", "monthly": "month", "session": "session",
-              "model": "model", "agent": "agent"}
 # A usage row's sums, as --json and --csv name them.
-SUMS = ("calls", "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "cost")
 # search --json's (and --csv's) keys.
-HIT_KEYS = ("session", "user", "turn", "kind", "snippet", "agent", "tool", "at")
 USER_HELP = ("the exact user id, else the id with case ignored, else the id whose part "
              "before '@' U is (carol: carol@example.com), else the id whose log folder U "
              "names (carol_example_com); one that several users match that way exits 2 "
              "naming them")
-
-
-def _plain(snippet: str) -> str:
-    return snippet.replace(SNIPPET_START, "").replace(SNIPPET_END, "")
-
-
-def _hit_json(hit: SearchHit) -> dict[str, Any]:
-    return dict(zip(HIT_KEYS, (hit.session, hit.user, hit.turn, hit.kind, _plain(hit.snippet),
-                               hit.agent, hit.tool, ms_to_iso(hit.at_ms)), strict=True))
 
 
 def _hit_line(hit: SearchHit, style: Style) -> str:
@@ -108,9 +97,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         eprint(f"sessiontape search: {exc}")
         return EXIT_FAILURE
     if args.json:
-        print_json([_hit_json(hit) for hit in hits])
+        print_json([hit.to_json() for hit in hits])
     elif args.csv:
-        print_csv(HIT_KEYS, (list(_hit_json(hit).values()) for hit in hits))
+        print_csv(HIT_KEYS, (list(hit.to_json().values()) for hit in hits))
     else:
         style = Style(use_color())
         for hit in hits:
@@ -121,27 +110,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _usage_json(row: UsageRow, group: str) -> dict[str, Any]:
-    """A usage row as --json gives it (with ``breakdown``, its ``models`` too)."""
-    record: dict[str, Any] = {GROUP_KEYS[group]: row.key}
-    if group == "session":
-        record["user"] = row.user
-    record.update(zip(SUMS, (row.calls, row.input_tokens, row.output_tokens, row.cached_tokens,
-                             row.reasoning_tokens, row.cost), strict=True))
-    if row.models:
-        record["models"] = [_usage_json(model, "model") for model in row.models]
-    return record
-
-
 def _usage_csv(rows: list[UsageRow], group: str, breakdown: bool) -> None:
     """The rows as CSV, the columns of --json; with ``breakdown``, a row per model in each
     group, after the group's own columns."""
-    records = [_usage_json(row, group) for row in rows]
+    records = [row.to_json(group) for row in rows]
     if breakdown:
-        records = [{key: value for key, value in record.items() if key not in (*SUMS, "models")}
-                   | model for record in records for model in record.get("models", [])]
+        records = [{key: value for key, value in record.items()
+                    if key not in (*USAGE_SUMS, "models")} | model
+                   for record in records for model in record.get("models", [])]
     header = [GROUP_KEYS[group], *(["user"] if group == "session" else []),
-              *(["model"] if breakdown else []), *SUMS]
+              *(["model"] if breakdown else []), *USAGE_SUMS]
     print_csv(header, ([record[key] for key in header] for record in records))
 
 
@@ -159,7 +137,7 @@ def _usage_table(rows: list[UsageRow], group: str) -> list[str]:
         cells.append(_usage_cells(r, f"{r.user}/{r.key}" if group == "session" and r.user
                                   else r.key))
         cells += [_usage_cells(model, f"  {model.key}") for model in r.models]
-    total = [sum(getattr(r, name) for r in rows) for name in SUMS]
+    total = [sum(getattr(r, name) for r in rows) for name in USAGE_SUMS]
     cells.append(["total", str(total[0]), *(f"{n:,}" for n in total[1:-1]),
                   cost_text(total[-1])])
     widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
@@ -185,7 +163,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
         eprint(f"sessiontape usage: {exc}")
         return EXIT_FAILURE
     if args.json:
-        print_json([_usage_json(row, args.group) for row in rows])
+        print_json([row.to_json(args.group) for row in rows])
     elif args.csv:
         _usage_csv(rows, args.group, args.breakdown)
     else:

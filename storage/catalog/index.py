@@ -67,6 +67,7 @@ from ..db import connect, connect_readonly, tables
 from ..json_style import dumps_compact, loads
 from ..names import match_user
 from ..paths import Locations
+from ..times import ms_to_iso
 from .search_query import fts5_problem, fts5_query
 
 if TYPE_CHECKING:
@@ -74,13 +75,17 @@ if TYPE_CHECKING:
     from .sessions import SessionInfo, StoreFact
 
 __all__ = [
+    "GROUP_KEYS",
+    "HIT_KEYS",
     "KINDS",
     "SCHEMA_VERSION",
     "SNIPPET_END",
     "SNIPPET_START",
+    "USAGE_SUMS",
     "Catalog",
     "CatalogUnavailable",
     "Listed",
+    "Listing",
     "RefreshSummary",
     "SearchHit",
     "SearchSyntaxError",
@@ -91,6 +96,13 @@ __all__ = [
 
 SCHEMA_VERSION = 11
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"  # around each match in a snippet
+# search --json's (and --csv's) keys
+HIT_KEYS = ("session", "user", "turn", "kind", "snippet", "agent", "tool", "at")
+# the JSON key that names a usage row's group, and a row's sums, as --json names them
+GROUP_KEYS = {"daily": "day", "weekly": "week", "monthly": "month", "session": "session",
+              "model": "model", "agent": "agent"}
+USAGE_SUMS = ("calls", "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens",
+              "cost")
 KINDS = ("user", "answer", "reasoning", "tool_args", "tool_output", "error")
 GROUPS = ("daily", "weekly", "monthly", "session", "model", "agent")
 # A file changed less than this before the scan started may change again with the same
@@ -228,6 +240,12 @@ class SearchHit:
     tool: str | None
     at_ms: int | None
 
+    def to_json(self) -> dict[str, Any]:
+        """As ``search --json`` gives it (:data:`HIT_KEYS`; the snippet without marks)."""
+        plain = self.snippet.replace(SNIPPET_START, "").replace(SNIPPET_END, "")
+        return dict(zip(HIT_KEYS, (self.session, self.user, self.turn, self.kind, plain,
+                                   self.agent, self.tool, ms_to_iso(self.at_ms)), strict=True))
+
 
 @dataclass(frozen=True)
 class UsageRow:
@@ -246,6 +264,18 @@ class UsageRow:
     cost: float
     models: tuple[UsageRow, ...] = ()
 
+    def to_json(self, group: str) -> dict[str, Any]:
+        """As ``usage GROUP --json`` gives it (with a breakdown, its ``models`` too)."""
+        record: dict[str, Any] = {GROUP_KEYS[group]: self.key}
+        if group == "session":
+            record["user"] = self.user
+        record.update(zip(USAGE_SUMS, (self.calls, self.input_tokens, self.output_tokens,
+                                       self.cached_tokens, self.reasoning_tokens, self.cost),
+                          strict=True))
+        if self.models:
+            record["models"] = [model.to_json("model") for model in self.models]
+        return record
+
 
 @dataclass(frozen=True)
 class Listed:
@@ -259,6 +289,13 @@ class Listed:
         """The object itself."""
         parsed: dict[str, Any] = loads(self.json)
         return parsed
+
+
+class Listing(NamedTuple):
+    """A conversation of :meth:`Catalog.page`: its catalog id, and what it is."""
+
+    id: int
+    info: SessionInfo
 
 
 @dataclass
@@ -418,6 +455,12 @@ def _describe(where: Locations) -> str:
 
 
 # -- the catalog ----------------------------------------------------------------------------
+
+
+def _like_escaped(text: str) -> str:
+    """``text`` matched as written by ``LIKE ... ESCAPE '\\'`` (its ``%``, ``_``, ``\\``
+    escaped)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _is_fts_syntax(exc: sqlite3.OperationalError) -> bool:
@@ -1137,6 +1180,67 @@ class Catalog:
             same.sort(key=export_key)
             yield from same
 
+    def page(self, *, text: str | None = None, status: str | None = None, offset: int = 0,
+             limit: int = 50) -> tuple[int, list[Listing]]:
+        """``limit`` conversations from ``offset``, in the order of :meth:`listed` (newest
+        activity first, then user and name), of those whose name, user or agent holds
+        ``text`` (case ignored) and whose status is ``status``; and how many there are in
+        all. SQLite sorts and slices, so a page of 10 000 conversations parses only its own
+        rows; ``running`` becomes ``crashed`` when its recorder is gone (of the page's
+        rows: a ``status`` filter goes by the status the catalog holds)."""
+        from .sessions import SessionInfo, recheck_status
+
+        where, params = ["1"], []  # type: list[str], list[Any]
+        if text:
+            pattern = f"%{_like_escaped(_sql(text))}%"
+            where.append("(name LIKE ?1 ESCAPE '\\' OR user LIKE ?1 ESCAPE '\\' OR "
+                         "agentuse_name LIKE ?1 ESCAPE '\\' OR "
+                         "json_extract(info, '$.agent') LIKE ?1 ESCAPE '\\')")
+            params.append(pattern)
+        if status is not None:
+            where.append(f"status = ?{len(params) + 1}")
+            params.append(_sql(status))
+        condition = " AND ".join(where)
+        with self._reading() as conn:
+            (total,), = conn.execute(f"SELECT COUNT(*) FROM conversations WHERE {condition}",
+                                     params).fetchall()
+            rows = conn.execute(
+                f"SELECT id, info FROM conversations WHERE {condition} ORDER BY "
+                "coalesce(last_ms, 0) DESC, coalesce(user, ''), name, id "
+                f"LIMIT ?{len(params) + 1} OFFSET ?{len(params) + 2}",
+                [*params, max(0, limit), max(0, offset)]).fetchall()
+        page = []
+        for row_id, info in rows:
+            found = SessionInfo.from_json(loads(info))
+            page.append(Listing(row_id, recheck_status(found) if found.status == "running"
+                                else found))
+        return total, page
+
+    def by_id(self, row_id: int) -> SessionInfo | None:
+        """The conversation of catalog id ``row_id`` (:meth:`page` gives them; stable while
+        the catalog is not rebuilt), or None."""
+        from .sessions import SessionInfo, recheck_status
+
+        with self._reading() as conn:
+            rows = conn.execute("SELECT info FROM conversations WHERE id = ?",
+                                (row_id,)).fetchall()
+        return recheck_status(SessionInfo.from_json(loads(rows[0][0]))) if rows else None
+
+    def ids_of(self, hits: Sequence[SearchHit]) -> list[int | None]:
+        """The catalog id of each hit's conversation (None: gone since)."""
+        with self._reading() as conn:
+            return [next((row_id for (row_id,) in conn.execute(
+                "SELECT id FROM conversations WHERE name = ? AND user IS ?",
+                (hit.session, hit.user))), None) for hit in hits]
+
+    def versions(self) -> dict[int, tuple[Any, ...]]:
+        """Each conversation's id and what changes when it does (its last activity, status
+        and the size of what the listing shows): two calls tell which changed between
+        them."""
+        with self._reading() as conn:
+            return {row_id: rest for row_id, *rest in conn.execute(
+                "SELECT id, last_ms, status, length(info), problems FROM conversations")}
+
     def listing(self, user: str | None = None) -> list[dict[str, Any]]:
         """:meth:`listed`, each object parsed."""
         return [listed.data() for listed in self.listed(user)]
@@ -1158,7 +1262,7 @@ class Catalog:
         from .sessions import SessionInfo, match_session, recheck_status
 
         name = _sql(query)
-        pattern = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        pattern = _like_escaped(name) + "%"
         named: _Scope = ("(name = ? OR (? AND agentuse_name LIKE ? ESCAPE '\\')) AND "
                          "(? IS NULL OR user = ?)",
                          (name, by_id and bool(query), pattern, _sql(user), _sql(user)))
