@@ -36,6 +36,8 @@ from __future__ import annotations
 import os
 import shlex
 import sqlite3
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -157,18 +159,65 @@ def writing_problem(path: Path | str) -> sqlite3.Error | None:
     return ReadOnlyDatabase(path, reason) if reason is not None else None
 
 
+class _Connection(sqlite3.Connection):
+    """A connection :func:`connect` or :func:`connect_readonly` opened, known by its file
+    while it is open (:func:`_in_use`)."""
+
+    def close(self) -> None:
+        with _OPEN_LOCK:
+            for connections in _OPEN.values():
+                connections.discard(self)
+        super().close()
+
+
+# This process's open connections by the file's (device, inode). POSIX drops every lock a
+# process holds on a file when it closes any descriptor of it: the header of a file that
+# SQLite holds open here is not read through one of our own (another process would then
+# take the file as unused and delete its WAL under the open connection).
+_OPEN: dict[tuple[int, int], weakref.WeakSet[_Connection]] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _identity(path: Path | str) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _in_use(path: Path | str) -> bool:
+    """Whether this process has the file at ``path`` open through a live connection (its
+    locks held: its header was judged when that one opened, and SQLite judges it now)."""
+    identity = _identity(path)
+    with _OPEN_LOCK:
+        return identity is not None and bool(_OPEN.get(identity))
+
+
+def _known(conn: _Connection, path: Path | str) -> _Connection:
+    identity = _identity(path)
+    if identity is not None:
+        with _OPEN_LOCK:
+            _OPEN.setdefault(identity, weakref.WeakSet()).add(conn)
+    return conn
+
+
 def connect(path: Path | str, *, timeout: float = BUSY_TIMEOUT_S,
             check_same_thread: bool = True) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit: :func:`immediate`).
     SQLite creates a missing file: a writer calls ``files.prepare_private_file`` first.
     Raises :class:`DamagedDatabase` or :class:`ReadOnlyDatabase` (:func:`writing_problem`)
     before SQLite opens a file it must not write."""
-    if str(path) != ":memory:":
+    if str(path) == ":memory:":
+        return sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                               check_same_thread=check_same_thread)
+    if not _in_use(path):
         problem = writing_problem(path)
         if problem is not None:
             raise problem
-    return sqlite3.connect(path, timeout=timeout, isolation_level=None,
-                           check_same_thread=check_same_thread)
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                           check_same_thread=check_same_thread, factory=_Connection)
+    return _known(conn, path)
 
 
 def connect_readonly(path: Path | str, *,
@@ -183,12 +232,14 @@ def connect_readonly(path: Path | str, *,
     it, or fail where it cannot.
     """
     path = Path(path)
-    if not path.exists() or damage(path) is not None:
+    if not path.exists() or (not _in_use(path) and damage(path) is not None):
         return None
     uri = f"{path.resolve().as_uri()}?mode=ro"
     if unwritable(path) is not None and not os.path.lexists(f"{path}-wal"):
         uri += "&immutable=1"
-    return sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None)
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None,
+                           factory=_Connection)
+    return _known(conn, path)
 
 
 def tables(conn: sqlite3.Connection) -> set[str]:

@@ -9,7 +9,10 @@ writers, and nothing is made beside it (every verb on it: test_damaged_store.py)
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -145,3 +148,24 @@ def test_a_file_that_is_not_damaged_is_not_said(tmp_path: Path) -> None:
     store.write_bytes(data[:8192])
     (tmp_path / "store.sqlite-wal").write_bytes(b"")
     assert damage(store) is None
+
+
+def test_a_second_connection_keeps_the_first_ones_locks(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops every POSIX lock this process holds on it,
+    SQLite's too: reading the header of a file this process has open through SQLite let
+    another process, closing its own connection, take the file as unused and delete its
+    WAL under the open one ("disk I/O error" from then on: found by ``serve``, whose
+    requests each open a connection while its watcher keeps one open)."""
+    path = tmp_path / "kept.sqlite"
+    first = connect(path)
+    first.execute("PRAGMA journal_mode = WAL")
+    first.execute("CREATE TABLE t (n)")
+    first.execute("INSERT INTO t VALUES (1)")
+    connect(path).close()  # a second connection of this process, as each request makes
+    other = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+             "c.execute('SELECT COUNT(*) FROM t').fetchall(); c.close()")
+    subprocess.run([sys.executable, "-c", other, str(path)], check=True, timeout=60)
+    assert os.path.exists(f"{path}-wal")
+    assert first.execute("SELECT n FROM t").fetchall() == [(1,)]
+    first.execute("INSERT INTO t VALUES (2)")
+    first.close()
