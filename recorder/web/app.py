@@ -260,7 +260,8 @@ def _routes(site: _Site) -> list[Route | Mount]:
             try:
                 yield {"event": "hello", "data": "live"}
                 while True:
-                    for name in sorted(await subscription.next()):
+                    changed = await subscription.next()  # "sessions" first, then each one
+                    for name in sorted(changed, key=lambda name: (name != "sessions", name)):
                         yield {"event": name, "data": name}
             finally:
                 changes.unsubscribe(subscription)

@@ -85,6 +85,12 @@ def _roots(where: Locations) -> list[Path]:
     return roots
 
 
+def _recorded(change: watchfiles.Change, path: str) -> bool:
+    """Whether a change may be a recording's: not SQLite's shared-memory index (``-shm``),
+    which every reader touches, the keeper's own refresh too (it would wake itself)."""
+    return not path.endswith("-shm")
+
+
 class CatalogKeeper(threading.Thread):
     """The thread that keeps the catalog at ``catalog_path`` in line with the layouts of
     ``where`` and publishes what changed to ``changes``; :meth:`stop` ends it."""
@@ -120,7 +126,8 @@ class CatalogKeeper(threading.Thread):
                 yield set()
             return
         yield from watchfiles.watch(
-            *watched, stop_event=self._stop_event, debounce=DEBOUNCE_MS, step=10,
+            *watched, watch_filter=_recorded, stop_event=self._stop_event,
+            debounce=DEBOUNCE_MS, step=10,
             rust_timeout=LOOK_AGAIN_MS if missing else 5000, yield_on_timeout=missing,
             raise_interrupt=False, ignore_permission_denied=True)
 
