@@ -22,7 +22,7 @@ import pytest
 from harness import WAIT, isolated, run_cli, wait_for
 from web_world import HUGE_CHARS, ODD_NAME, Server, add_turn, record_world, tree_of
 
-from sessiontape.storage.catalog.index import SCHEMA_VERSION, default_catalog_path
+from sessiontape.storage.catalog.index import SCHEMA_VERSION, Catalog, default_catalog_path
 from sessiontape.web import is_loopback
 
 pytestmark = pytest.mark.slow  # a server process and 50 event streams
@@ -71,6 +71,20 @@ def test_the_filter_and_the_status_narrow_the_rows(world: dict[str, Any]) -> Non
     assert "3 sessions matching" in done
     assert "0 sessions matching" in get(world, "/sessions/rows",
                                         params={"status": "failed"}).text
+
+
+def test_pages_slice_the_listing_in_its_order(world: dict[str, Any]) -> None:
+    with isolated(world["base"]), Catalog() as catalog:
+        listed = [json.loads(row.json)["session_name"] for row in catalog.listed()]
+        total, none = catalog.page(limit=0)
+        one_by_one = [catalog.page(offset=k, limit=1)[1][0].info.session_name
+                      for k in range(total)]
+        beyond = catalog.page(offset=total, limit=5)
+        (found,) = catalog.page(text="porto")[1]
+        by_id = catalog.by_id(found.id)
+    assert (total, none, beyond) == (len(listed), [], (total, []))
+    assert one_by_one == listed
+    assert by_id is not None and by_id.session_name == "porto"
 
 
 def test_a_transcript_shows_turns_calls_subagents_and_usage(world: dict[str, Any]) -> None:
