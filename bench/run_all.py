@@ -12,8 +12,8 @@ benchmark follows the summary.
 hook time ``--calls 200``, log stream ``--size-mb 20``, sessions listing
 ``--sessions 1000``, start-up ``--runs 10``, catalog ``--sessions 2000``, exports
 ``--quick`` (2 000 tiny sessions and 150 typical ones, ~17 MB each; its default is about
-1 GB of each), ingest ``--quick`` (400 turns); item store and compaction keep their
-defaults (they take seconds).
+1 GB of each), ingest ``--quick`` (400 turns), web ``--quick`` (2 000 sessions, a
+500-call session); item store and compaction keep their defaults (they take seconds).
 
 Exits 1 if a benchmark fails (non-zero exit, or a timeout) or its table cannot
 be parsed.
@@ -304,6 +304,38 @@ def parse_ingest(output: str) -> list[tuple[str, str, str, str, str]]:
              f"live recording {live[2]} s", f"{ratio[2]}x", "<= 1.0x the live recording")]
 
 
+def parse_web(output: str) -> list[tuple[str, str, str, str, str]]:
+    header = next((line for line in output.splitlines() if line.startswith("web (")), None)
+    if header is None:
+        raise ValueError("no web table")
+    rows = table(output, header.split("  ")[0])
+
+    def row(prefix: str) -> list[str]:
+        return next(r for r in rows if r[0].startswith(prefix))
+
+    # what, median, p95 or max, wall median, wall p95, size or note, target
+    listing = row("baseline: sessiontape sessions list")[3]
+    search = row("baseline: sessiontape search museums")[3]
+    first, filtered, search_page = row("first sessions page"), row("filtered page"), \
+        row("/search?q=museums")
+    big, first_byte, last_byte = (row("session page ("), row("wall to the first body byte"),
+                                  row("wall to the last byte"))
+    live, many = row("live: last write"), row("live, 50 clients")
+    return [
+        ("first sessions page /, server (p95)", f"{first[1]} ({first[2]})",
+         f"sessions list --json {listing}", f"wall {first[3]}", "<= 300 ms"),
+        ("filtered page /?q=..., server (p95)", f"{filtered[1]} ({filtered[2]})", "-",
+         f"wall {filtered[3]}", "<= 300 ms"),
+        ("/search?q=WORD, server (p95)", f"{search_page[1]} ({search_page[2]})",
+         f"search --json {search}", f"wall {search_page[3]}", "<= 50 ms"),
+        (big[0].split(":")[0] + ", first byte / last", f"{first_byte[1]} / {last_byte[1]}",
+         "-", last_byte[5], "-"),
+        ("live: last write -> SSE event, median (p95)", f"{live[1]} ({live[2]})", "-",
+         live[5], "<= 1 s"),
+        ("50 SSE clients: last write -> event", many[1], "-", many[5], "<= 1 s"),
+    ]
+
+
 @dataclass(frozen=True)
 class Benchmark:
     name: str
@@ -326,6 +358,7 @@ BENCHMARKS = [
     Benchmark("catalog", "catalog.py", [], ["--sessions", "2000"], parse_catalog),
     Benchmark("exports", "exports.py", [], ["--quick"], parse_exports),
     Benchmark("ingest", "ingest.py", [], ["--quick"], parse_ingest),
+    Benchmark("web", "web.py", [], ["--quick"], parse_web),
 ]
 
 
