@@ -118,7 +118,8 @@ class CatalogKeeper(threading.Thread):
                                        for root in _roots(self.where)):
                         break  # a root appeared: watch it too
 
-    def _batches(self, watched: list[Path], missing: bool) -> Iterable[set[object]]:
+    def _batches(self, watched: list[Path], missing: bool
+                 ) -> Iterable[set[tuple[watchfiles.Change, str]]]:
         """Batches of changes under ``watched``; with ``missing`` roots, also an empty
         batch every :data:`LOOK_AGAIN_MS` to look for them."""
         if not watched:
