@@ -6,10 +6,13 @@ The scaffolding for driving the executable (processes, terminals, waits, snapsho
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from harness import isolated_environ
+from playwright.sync_api import Browser, sync_playwright
 
 # Real files written by AgentUse 0.15.0 and skilled_crew 1.0.11 themselves, kept in the
 # repository (a copy of the team's shared fixtures; tests/fixtures/README.md says how they
@@ -17,6 +20,7 @@ from harness import isolated_environ
 FIXTURES = Path(__file__).parent / "fixtures"
 AGENTUSE_FIXTURE = FIXTURES / "agentuse-v0.15.0" / "xdg_data_home"
 SKILLET_FIXTURE = FIXTURES / "skilled_crew-v1.0.11" / "state"
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's package `chromium` (.ci/run installs it)
 
 
 @pytest.fixture(autouse=True)
@@ -38,3 +42,15 @@ def agentuse_fixture() -> Path:
 def skillet_fixture() -> Path:
     """skilled_crew 1.0.11's own state directory (read only: tests copy it first)."""
     return SKILLET_FIXTURE
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, driven by Playwright (no browser download); one per
+    module. Its absence fails, it does not skip."""
+    assert CHROMIUM.exists() or shutil.which("chromium"), \
+        "the browser tests need Debian's chromium: apt-get install chromium"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM))
+        yield launched
+        launched.close()

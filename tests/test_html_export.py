@@ -11,16 +11,13 @@ that ran it; hostile records show as text, never as markup.
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 from test_markdown_export import HOSTILE_OUTPUT, HOSTILE_PROMPT, exported
 
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's package `chromium` (.ci/run installs it)
 PHONE = {"width": 390, "height": 844}
 
 
@@ -30,16 +27,6 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for name, finished in made["done"].items():
         assert finished.returncode == 0, (name, finished.stderr)
     return made
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert CHROMIUM.exists() or shutil.which("chromium"), \
-        "the browser tests need Debian's chromium: apt-get install chromium"
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM))
-        yield launched
-        launched.close()
 
 
 def opened(browser: Browser, path: Path) -> tuple[Page, dict[str, list[Any]]]:

@@ -23,7 +23,7 @@ from harness import WAIT, isolated, run_cli, wait_for
 from web_world import HUGE_CHARS, ODD_NAME, Server, add_turn, record_world, tree_of
 
 from sessiontape.storage.catalog.index import SCHEMA_VERSION, Catalog, default_catalog_path
-from sessiontape.web import is_loopback
+from sessiontape.web import _bound, is_loopback
 
 pytestmark = pytest.mark.slow  # a server process and 50 event streams
 
@@ -282,3 +282,11 @@ def test_a_catalog_of_a_newer_sessiontape_is_said_and_a_private_one_serves(
     assert [s["session_name"] for s in listed["sessions"]] == ["alone"]
     assert any("newer than this sessiontape" in line and "private catalog" in line
                for line in server.stderr), server.stderr
+
+
+def test_the_listening_socket_is_tcps_own_so_each_connection_is_not_delayed() -> None:
+    """asyncio turns Nagle off (TCP_NODELAY) only on connections accepted from a socket of
+    protocol IPPROTO_TCP: with protocol 0, each response after the first on a kept-alive
+    connection waited for the client's delayed ACK, ~40 ms (found by bench/web.py)."""
+    with _bound("127.0.0.1", 0) as listening:
+        assert listening.proto == socket.IPPROTO_TCP

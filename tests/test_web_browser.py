@@ -11,7 +11,6 @@ Every page loads only from the server itself and logs no error or warning.
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,12 +20,11 @@ from urllib.parse import urlsplit
 
 import pytest
 from harness import isolated
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect
 from scripted import PRICED_MODEL
 from test_markdown_export import HOSTILE_PROMPT
 from web_world import HUGE_CHARS, ODD_NAME, Server, add_turn, record_world
 
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's package `chromium` (.ci/run installs it)
 WAIT_MS = 30_000  # Playwright's waits: generous, they end as soon as the page is right
 
 
@@ -44,16 +42,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         server = Server(env)
     with server:
         yield World(base, server)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert CHROMIUM.exists() or shutil.which("chromium"), \
-        "the browser tests need Debian's chromium: apt-get install chromium"
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM))
-        yield launched
-        launched.close()
 
 
 @dataclass

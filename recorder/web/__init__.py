@@ -56,7 +56,10 @@ def is_loopback(host: str) -> bool:
 
 def _bound(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # TCP's own protocol number: asyncio turns Nagle off only on connections accepted from
+    # such a socket (with 0, a response after the first on a kept-alive connection waited
+    # ~40 ms for the client's delayed ACK)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host.strip("[]"), port))
