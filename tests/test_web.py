@@ -290,3 +290,16 @@ def test_the_listening_socket_is_tcps_own_so_each_connection_is_not_delayed() ->
     connection waited for the client's delayed ACK, ~40 ms (found by bench/web.py)."""
     with _bound("127.0.0.1", 0) as listening:
         assert listening.proto == socket.IPPROTO_TCP
+
+
+def test_open_shows_the_page_in_the_browser(tmp_path: Path) -> None:
+    """``--open`` hands the URL to the user's browser ($BROWSER, as Python's webbrowser)."""
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser"
+    browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
+    browser.chmod(0o700)
+    with isolated(tmp_path / "home-of-it") as env:
+        add_turn("ann", "shown", "here")
+        with Server({**env, "BROWSER": str(browser)}, "--open") as server:
+            assert wait_for(lambda: opened.exists() and opened.read_text().strip(),
+                            "the browser to be given the page") == server.url
