@@ -37,6 +37,7 @@ VERBS = {
     "ingest": Verb("ingest", "record another tool's stream of messages (agentrun)"),
     "doctor": Verb("doctor", "check the recorded layouts; --fix repairs what is safe"),
     "serve": Verb("serve", "a local web viewer of every conversation, live (web extra)"),
+    "mcp": Verb("mcp", "the recorded sessions as a read-only MCP server over stdio"),
 }
 
 

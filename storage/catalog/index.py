@@ -1180,12 +1180,14 @@ class Catalog:
             same.sort(key=export_key)
             yield from same
 
-    def page(self, *, text: str | None = None, status: str | None = None, offset: int = 0,
+    def page(self, *, text: str | None = None, status: str | None = None,
+             user: str | None = None, since: int | datetime | None = None, offset: int = 0,
              limit: int = 50) -> tuple[int, list[Listing]]:
         """``limit`` conversations from ``offset``, in the order of :meth:`listed` (newest
         activity first, then user and name), of those whose name, user or agent holds
-        ``text`` (case ignored) and whose status is ``status``; and how many there are in
-        all. SQLite sorts and slices, so a page of 10 000 conversations parses only its own
+        ``text`` (case ignored), whose status is ``status``, of ``user`` (as typed:
+        :meth:`user`) and last active at or after ``since`` (Unix ms or a datetime); and
+        how many there are in all. SQLite sorts and slices, so a page of 10 000 conversations parses only its own
         rows; ``running`` becomes ``crashed`` when its recorder is gone (of the page's
         rows: a ``status`` filter goes by the status the catalog holds)."""
         from .sessions import SessionInfo, recheck_status
@@ -1197,9 +1199,14 @@ class Catalog:
                          "agentuse_name LIKE ?1 ESCAPE '\\' OR "
                          "json_extract(info, '$.agent') LIKE ?1 ESCAPE '\\')")
             params.append(pattern)
-        if status is not None:
-            where.append(f"status = ?{len(params) + 1}")
-            params.append(_sql(status))
+        for column, value in (("status", status),
+                              ("user", self.user(user) if user is not None else None)):
+            if value is not None:
+                where.append(f"{column} = ?{len(params) + 1}")
+                params.append(_sql(value))
+        if since is not None:
+            where.append(f"last_ms >= ?{len(params) + 1}")
+            params.append(_ms(since))
         condition = " AND ".join(where)
         with self._reading() as conn:
             (total,), = conn.execute(f"SELECT COUNT(*) FROM conversations WHERE {condition}",
