@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import stat
 import subprocess
 import sys
@@ -137,8 +138,21 @@ def check_subagents(stdout: str) -> None:
     assert turn.text == "The helper counted 4 files."
 
 
+def check_past_sessions_mcp(stdout: str) -> None:
+    assert stdout.splitlines()[0] == \
+        "Last time you asked about Lisbon I said: pack a light jacket."
+    (turn,) = logged_turns("example_memory")
+    (ended,) = [step for step in turn.steps if step["type"] == "agent_tool_end"]
+    assert ended["toolName"] == "search_sessions"
+    (content,) = json.loads(ended["result"])  # what `sessiontape mcp` answered, as MCP text
+    hits = json.loads(content["text"])
+    assert {hit["kind"] for hit in hits["hits"] if hit["session"] == "example_trip"} == {
+        "user", "answer"}  # the session it recorded first, found through MCP
+
+
 EXAMPLES = {"wrap_run.py": check_wrap_run, "streaming.py": check_streaming,
-            "own_runner.py": check_own_runner, "subagents.py": check_subagents}
+            "own_runner.py": check_own_runner, "subagents.py": check_subagents,
+            "past_sessions_mcp.py": check_past_sessions_mcp}
 
 
 def test_every_example_is_checked() -> None:
