@@ -1187,9 +1187,10 @@ class Catalog:
         activity first, then user and name), of those whose name, user or agent holds
         ``text`` (case ignored), whose status is ``status``, of ``user`` (as typed:
         :meth:`user`) and last active at or after ``since`` (Unix ms or a datetime); and
-        how many there are in all. SQLite sorts and slices, so a page of 10 000 conversations parses only its own
-        rows; ``running`` becomes ``crashed`` when its recorder is gone (of the page's
-        rows: a ``status`` filter goes by the status the catalog holds)."""
+        how many there are in all. SQLite sorts and slices, so a page of 10 000
+        conversations parses only its own rows; ``running`` becomes ``crashed`` when its
+        recorder is gone (of the page's rows: a ``status`` filter goes by the status the
+        catalog holds)."""
         from .sessions import SessionInfo, recheck_status
 
         where, params = ["1"], []  # type: list[str], list[Any]
