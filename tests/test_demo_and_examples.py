@@ -150,9 +150,13 @@ def check_past_sessions_mcp(stdout: str) -> None:
         "user", "answer"}  # the session it recorded first, found through MCP
 
 
+def check_replay_test(stdout: str) -> None:
+    assert stdout.splitlines()[-1].startswith("2 passed")
+
+
 EXAMPLES = {"wrap_run.py": check_wrap_run, "streaming.py": check_streaming,
             "own_runner.py": check_own_runner, "subagents.py": check_subagents,
-            "past_sessions_mcp.py": check_past_sessions_mcp}
+            "past_sessions_mcp.py": check_past_sessions_mcp, "replay_test.py": check_replay_test}
 
 
 def test_every_example_is_checked() -> None:

@@ -38,6 +38,7 @@ VERBS = {
     "doctor": Verb("doctor", "check the recorded layouts; --fix repairs what is safe"),
     "serve": Verb("serve", "a local web viewer of every conversation, live (web extra)"),
     "mcp": Verb("mcp", "the recorded sessions as a read-only MCP server over stdio"),
+    "replay": Verb("replay", "replay a recorded session against its recorded model answers"),
 }
 
 
