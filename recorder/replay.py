@@ -101,7 +101,8 @@ class ReplayReport:
 
     @property
     def identical(self) -> bool:
-        return not self.divergences and not self.not_replayed and self.replayed > 0
+        """Whether the turns replayed (at least one) took the recorded path."""
+        return not self.divergences and self.replayed > 0
 
     def explain(self) -> str:
         """The report for people: a line saying how the replay went, then each divergence
@@ -141,17 +142,18 @@ def _text(value: Any) -> str:
     return dumps_compact(value).decode()
 
 
-def recorded_turns(items: list[dict[str, Any]], instructions: list[str | None]
-                   ) -> list[RecordedTurn]:
-    """The turns of a conversation's stored items: a turn begins at each user message;
-    its model calls are the runs of model-output items between inputs and tool outputs.
-    ``instructions``: each turn's, as the AgentUse tree kept them (None: unknown)."""
+def recorded_turns(items: list[dict[str, Any]], instructions: list[str | None],
+                   first: int = 1) -> list[RecordedTurn]:
+    """The turns of a conversation's stored items, numbered from ``first`` (past the turns
+    a compaction summarized): a turn begins at each user message; its model calls are
+    the runs of model-output items between inputs and tool outputs. ``instructions``:
+    each turn of the conversation's, as the AgentUse tree kept them (None: unknown)."""
     turns: list[RecordedTurn] = []
     previous_was_output = False
     for item in items:
         kind = item.get("type", "message")
-        if kind == "message" and item.get("role") == "user":
-            number = len(turns) + 1
+        if _is_prompt(item):
+            number = first + len(turns)
             turns.append(RecordedTurn(number, item.get("content"), instructions=(
                 instructions[number - 1] if number <= len(instructions) else None)))
             previous_was_output = False
@@ -285,36 +287,44 @@ async def replay_session(info: SessionInfo, agent: Agent[Any], *, turn: int | No
     user), never into the recorded one."""
     items = await _stored_items(info)
     instructions, subagents = _tree_facts(info)
-    turns = recorded_turns(items, instructions)
-    report = ReplayReport(info.session_name, len(turns))
+    kept = sum(1 for item in items if _is_prompt(item))
+    summarized = max(0, info.turns - kept) if info.compactions else 0
+    turns = recorded_turns(items, instructions, first=summarized + 1)
+    report = ReplayReport(info.session_name, summarized + len(turns))
     if not turns:
         report.not_replayed.append(
             "no stored items: only a conversation with an item store replays (a session "
             "AgentUse alone wrote has none)")
         return report
-    if info.compactions:
+    if summarized:
         report.not_replayed.append(
-            f"{info.compactions} compaction(s): the turns compacted into a summary are not "
-            "replayed, only those after it")
+            f"turns 1 to {summarized}: compacted into a summary, which the turns after it "
+            "are replayed with")
     chosen = [t for t in turns if turn is None or t.number == turn]
     if turn is not None and not chosen:
-        raise ValueError(f"no turn {turn}: the recording has {len(turns)}")
-    history: list[Any] = []
-    for recorded in turns:
+        kept = f" (turns {summarized + 1} to {report.turns} replay)" if summarized else ""
+        raise ValueError(f"no turn {turn} to replay: the recording has {report.turns}{kept}")
+    history: list[Any] = _turn_items(items, 0)  # a compaction's summary, if any
+    for index, recorded in enumerate(turns, 1):
         if recorded in chosen:
             await _replay_turn(recorded, agent, history, report, subagents, recorded_tools,
                                record_as, info)
-        history += _turn_items(items, recorded.number)  # as recorded: turns are independent
+        history += _turn_items(items, index)  # as recorded: each turn on its own
     return report
 
 
-def _turn_items(items: list[dict[str, Any]], number: int) -> list[dict[str, Any]]:
-    """The stored items of turn ``number`` (from its user message to the next one)."""
+def _is_prompt(item: dict[str, Any]) -> bool:
+    return item.get("type", "message") == "message" and item.get("role") == "user"
+
+
+def _turn_items(items: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+    """The stored items of the ``index``-th kept turn (1-based, from its user message to
+    the next one; 0: those before the first, a compaction's summary)."""
     turn, found = 0, []
     for item in items:
-        if item.get("type", "message") == "message" and item.get("role") == "user":
+        if _is_prompt(item):
             turn += 1
-        if turn == number:
+        if turn == index:
             found.append(item)
     return found
 

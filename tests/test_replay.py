@@ -92,7 +92,7 @@ def test_each_change_is_reported_at_its_turn_and_call(
 def test_one_turn_replays_with_the_turns_before_as_its_history(world: dict[str, Any]) -> None:
     with isolated(world["base"]):
         report = replayed(replay_agents.other_output(), turn=3)
-        with pytest.raises(ValueError, match="no turn 4: the recording has 3"):
+        with pytest.raises(ValueError, match="no turn 4 to replay: the recording has 3"):
             replayed(replay_agents.agent(), turn=4)
     assert [(d.turn, d.replayed) for d in report.divergences] == [(3, "rainy in Lisbon")]
 
@@ -218,3 +218,26 @@ def test_the_pytest_plugin_fails_a_test_on_divergence(
     if outcome == "2 failed":
         assert "turn 1, call 1 (weather): a tool returned another output" in done.stdout
         assert "  replayed: rainy in Porto" in done.stdout
+
+
+def test_a_compacted_conversation_replays_the_turns_after_its_summary(tmp_path: Path) -> None:
+    with isolated(tmp_path):
+        agent = replay_agents.agent()
+
+        async def record() -> None:
+            async with Recorder(user_id="ann", session_name="trip",
+                                compaction_threshold=4) as rec:
+                for prompt in replay_agents.PROMPTS:
+                    await run_agent(rec, agent, prompt, streamed=False)
+
+        asyncio.run(record())
+        info = found("trip", "ann")
+        report = asyncio.run(replay_session(info, replay_agents.agent()))
+        changed = asyncio.run(replay_session(info, replay_agents.other_output()))
+    assert info.compactions >= 1
+    summarized = report.turns - report.replayed
+    assert summarized >= 1 and report.turns == 3
+    assert report.identical and report.not_replayed == [
+        f"turns 1 to {summarized}: compacted into a summary, which the turns after it are "
+        "replayed with"]
+    assert [(d.turn, d.kind) for d in changed.divergences] == [(3, "tool_output")]
