@@ -133,6 +133,10 @@ def _shown(text: str | None) -> str:
     return shown if len(shown) <= SHOWN else shown[:SHOWN - 1] + "…"
 
 
+def _calls(count: int) -> str:
+    return f"{count} model call{'s' * (count != 1)}"
+
+
 def _text(value: Any) -> str:
     """A tool output or an answer as text, to compare and to show."""
     if isinstance(value, str):
@@ -376,7 +380,7 @@ async def _replay_turn(recorded: RecordedTurn, agent: Agent[Any], history: list[
     if model.asked < len(recorded.calls):
         report.divergences.append(Divergence(
             recorded.number, model.asked + 1, "fewer_calls",
-            f"{len(recorded.calls)} model calls", f"{model.asked} model calls"))
+            _calls(len(recorded.calls)), _calls(model.asked)))
     final = result.final_output
     if recorded.answer is not None and _text(final) != recorded.answer:
         report.divergences.append(Divergence(recorded.number, None, "final_answer",

@@ -18,7 +18,8 @@ PROMPTS = ["how do I get around Porto?", "book me a tram pass", "and the weather
 
 
 def _guide(weather_word: str = "sunny", tool_name: str = "weather",
-           instructions: str = "Help travellers; be brief.") -> Agent[Any]:
+           instructions: str = "Help travellers; be brief.",
+           tool_use_behavior: Any = "run_llm_again") -> Agent[Any]:
     @function_tool(name_override=tool_name)
     def weather(city: str) -> str:
         """Today's weather in a city."""
@@ -28,6 +29,7 @@ def _guide(weather_word: str = "sunny", tool_name: str = "weather",
     booker = Agent(name="Booker", instructions="Book passes.",
                    model=model(final("booked: one tram pass", usage(4, 1))))
     return Agent(name="Guide", instructions=instructions, handoffs=[booker],
+                 tool_use_behavior=tool_use_behavior,
                  tools=[weather, helper.as_tool("helper", "Ask the helper.")],
                  model=model(
                      tools_step(call("weather", {"city": "Porto"}),
@@ -56,3 +58,8 @@ def renamed_tool() -> Agent[Any]:
 def other_instructions() -> Agent[Any]:
     """New instructions."""
     return _guide(instructions="Help travellers; be thorough.")
+
+
+def stops_at_tools() -> Agent[Any]:
+    """It now ends a turn with its first tool's output (``stop_on_first_tool``)."""
+    return _guide(tool_use_behavior="stop_on_first_tool")

@@ -89,6 +89,26 @@ def test_each_change_is_reported_at_its_turn_and_call(
     assert not report.identical and report.replayed == 3
 
 
+def test_a_run_that_ends_early_or_goes_on_is_reported(world: dict[str, Any],
+                                                      tmp_path: Path) -> None:
+    with isolated(world["base"]):
+        early = replayed(replay_agents.stops_at_tools(), turn=1)
+    assert [d.to_json() for d in early.divergences] == [
+        {"turn": 1, "call": 2, "kind": "fewer_calls", "tool": None,
+         "recorded": "2 model calls", "replayed": "1 model call"},
+        {"turn": 1, "call": None, "kind": "final_answer", "tool": None,
+         "recorded": "take the tram: it is sunny", "replayed": "sunny in Porto"}]
+    with isolated(tmp_path):  # recorded stopping at its tool, replayed going on
+        async def record() -> None:
+            async with Recorder(user_id="ann", session_name="short") as rec:
+                await rec.run(replay_agents.stops_at_tools(), replay_agents.PROMPTS[0])
+
+        asyncio.run(record())
+        longer = asyncio.run(replay_session(found("short", "ann"), replay_agents.agent()))
+    assert [(d.turn, d.call, d.kind) for d in longer.divergences] == [
+        (1, 2, "unrecorded_call")]
+
+
 def test_one_turn_replays_with_the_turns_before_as_its_history(world: dict[str, Any]) -> None:
     with isolated(world["base"]):
         report = replayed(replay_agents.other_output(), turn=3)
