@@ -13,7 +13,8 @@ hook time ``--calls 200``, log stream ``--size-mb 20``, sessions listing
 ``--sessions 1000``, start-up ``--runs 10``, catalog ``--sessions 2000``, exports
 ``--quick`` (2 000 tiny sessions and 150 typical ones, ~17 MB each; its default is about
 1 GB of each), ingest ``--quick`` (400 turns), web ``--quick`` (2 000 sessions, a
-500-call session); item store and compaction keep their defaults (they take seconds).
+500-call session), replay ``--quick`` (20 turns); item store and compaction keep their
+defaults (they take seconds).
 
 Exits 1 if a benchmark fails (non-zero exit, or a timeout) or its table cannot
 be parsed.
@@ -336,6 +337,35 @@ def parse_web(output: str) -> list[tuple[str, str, str, str, str]]:
     ]
 
 
+def parse_replay(output: str) -> list[tuple[str, str, str, str, str]]:
+    header = next((line for line in output.splitlines() if line.startswith("replay (median")),
+                  None)
+    size = re.search(r"replay of a (\d+)-turn session", output)
+    if header is None or size is None:
+        raise ValueError("no replay table")
+    rows = table(output, header.split("  ")[0])
+
+    def row(prefix: str) -> list[str]:
+        return next(r for r in rows if r[0].startswith(prefix))
+
+    # what, wall s, tool work s, calls, wall / tool work, overhead ms/turn, identical
+    inproc, whole = rows[0], row("sessiontape replay, ")
+    recorded, recorded_cli = row("replay_session(), recorded"), \
+        row("sessiontape replay --recorded-tools, whole")
+    fixed = row("sessiontape replay --turn 1")
+    if not all(r[6] == "yes" for r in rows):
+        raise ValueError("a replay was not identical to the recording")
+    turns = size[1]
+    return [
+        (f"replay of {turns} turns, in-process (identical)", f"{inproc[1]} s",
+         f"tool work {inproc[2]} s", f"{inproc[4]}x, +{inproc[5]} ms/turn", "<= 1.10x"),
+        ("  whole process, sessiontape replay", f"{whole[1]} s", f"tool work {whole[2]} s",
+         f"{whole[4]}x, +{whole[5]} ms/turn", "<= 1.10x"),
+        ("  --recorded-tools (no tool work), in-process / whole process",
+         f"{recorded[5]} / {recorded_cli[5]} ms/turn", f"fixed cost {fixed[1]} s", "-", "-"),
+    ]
+
+
 @dataclass(frozen=True)
 class Benchmark:
     name: str
@@ -359,6 +389,7 @@ BENCHMARKS = [
     Benchmark("exports", "exports.py", [], ["--quick"], parse_exports),
     Benchmark("ingest", "ingest.py", [], ["--quick"], parse_ingest),
     Benchmark("web", "web.py", [], ["--quick"], parse_web),
+    Benchmark("replay", "replay.py", [], ["--quick"], parse_replay),
 ]
 
 
