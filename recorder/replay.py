@@ -15,6 +15,9 @@ compared with the recording, call by call:
 * ``final_answer``: the turn ends with another answer;
 * ``error``: the run failed otherwise.
 
+Each turn runs on its prompt, with the turns before it as recorded when the agent has
+input guardrails (which read them); the model never does.
+
 The recorded responses are the model-output items of the session's item store (what the
 model said, its reasoning and the calls it made), split into calls at each input or tool
 output; the instructions are those the AgentUse tree kept for each exchange. Nothing is
@@ -341,7 +344,11 @@ async def _replay_turn(recorded: RecordedTurn, agent: Agent[Any], history: list[
               if item.get("type") == "function_call"}
     answered = called if recorded_tools else called & subagents
     replayed = _with_tools(agent, recorded, answered)
-    prompt = [*history, {"role": "user", "content": recorded.prompt}]
+    # The model answers from the recording and never reads the turns before; only input
+    # guardrails do. Without them each turn runs on its prompt alone: the SDK copies and
+    # normalizes all of its input at every call (a history grows it with every turn).
+    before = history if replayed.input_guardrails else []
+    prompt = [*before, {"role": "user", "content": recorded.prompt}]
     config = RunConfig(model=model, tracing_disabled=True)
     result: Any = None
     try:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import replay_agents
+from agents import GuardrailFunctionOutput, input_guardrail
 from harness import REPO, isolated, run, run_cli
 from scripted import run_agent
 from web_world import tree_of
@@ -115,6 +116,21 @@ def test_one_turn_replays_with_the_turns_before_as_its_history(world: dict[str, 
         with pytest.raises(ValueError, match="no turn 4 to replay: the recording has 3"):
             replayed(replay_agents.agent(), turn=4)
     assert [(d.turn, d.replayed) for d in report.divergences] == [(3, "rainy in Lisbon")]
+
+
+def test_input_guardrails_see_the_turns_before_as_recorded(world: dict[str, Any]) -> None:
+    seen: list[int] = []
+
+    @input_guardrail
+    def count(context: Any, agent: Any, given: Any) -> GuardrailFunctionOutput:
+        seen.append(len(given) if isinstance(given, list) else 1)
+        return GuardrailFunctionOutput(output_info=None, tripwire_triggered=False)
+
+    guarded = replay_agents.agent().clone(input_guardrails=[count])
+    with isolated(world["base"]):
+        report = replayed(guarded)
+    assert report.identical
+    assert seen[0] == 1 and seen[1] > seen[0] and seen[2] > seen[1]  # the prompt, then more
 
 
 def test_recorded_tools_answer_as_they_did(world: dict[str, Any]) -> None:
