@@ -309,8 +309,8 @@ async def replay_session(info: SessionInfo, agent: Agent[Any], *, turn: int | No
             "are replayed with")
     chosen = [t for t in turns if turn is None or t.number == turn]
     if turn is not None and not chosen:
-        kept = f" (turns {summarized + 1} to {report.turns} replay)" if summarized else ""
-        raise ValueError(f"no turn {turn} to replay: the recording has {report.turns}{kept}")
+        which = f" (turns {summarized + 1} to {report.turns} replay)" if summarized else ""
+        raise ValueError(f"no turn {turn} to replay: the recording has {report.turns}{which}")
     history: list[Any] = _turn_items(items, 0)  # a compaction's summary, if any
     for index, recorded in enumerate(turns, 1):
         if recorded in chosen:
