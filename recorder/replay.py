@@ -311,12 +311,13 @@ async def replay_session(info: SessionInfo, agent: Agent[Any], *, turn: int | No
     if turn is not None and not chosen:
         which = f" (turns {summarized + 1} to {report.turns} replay)" if summarized else ""
         raise ValueError(f"no turn {turn} to replay: the recording has {report.turns}{which}")
-    history: list[Any] = _turn_items(items, 0)  # a compaction's summary, if any
+    each_turn = _split_at_prompts(items)
+    history: list[Any] = list(each_turn[0])  # before the first prompt: a compaction's summary
     for index, recorded in enumerate(turns, 1):
         if recorded in chosen:
             await _replay_turn(recorded, agent, history, report, subagents, recorded_tools,
                                record_as, info)
-        history += _turn_items(items, index)  # as recorded: each turn on its own
+        history += each_turn[index]  # as recorded: each turn on its own
     return report
 
 
@@ -324,16 +325,15 @@ def _is_prompt(item: dict[str, Any]) -> bool:
     return item.get("type", "message") == "message" and item.get("role") == "user"
 
 
-def _turn_items(items: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
-    """The stored items of the ``index``-th kept turn (1-based, from its user message to
-    the next one; 0: those before the first, a compaction's summary)."""
-    turn, found = 0, []
+def _split_at_prompts(items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The stored items of each kept turn, from its user message to the next one; first,
+    those before the first (a compaction's summary)."""
+    turns: list[list[dict[str, Any]]] = [[]]
     for item in items:
         if _is_prompt(item):
-            turn += 1
-        if turn == index:
-            found.append(item)
-    return found
+            turns.append([])
+        turns[-1].append(item)
+    return turns
 
 
 async def _replay_turn(recorded: RecordedTurn, agent: Agent[Any], history: list[Any],
