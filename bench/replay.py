@@ -69,34 +69,66 @@ def steps_of(turn: int) -> int:
     return 1 + turn % 2
 
 
-def record(turns: int) -> float:
-    """Record the conversation; the recording's wall seconds."""
+def scripted_turns(turns: int) -> list[tuple[str, Any]]:
+    """Each turn's prompt and a scripted model answering it as recorded: one or two tool
+    steps, then the answer."""
     from agents import Usage
     from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
-    from replay_agent import agent
-
-    from sessiontape import Recorder
 
     def usage() -> Usage:
         return Usage(requests=1, input_tokens=200, output_tokens=20, total_tokens=220)
 
+    made = []
+    for turn in range(turns):
+        steps = [ModelStep(output=[function_call("work", {"ms": tool_ms(turn, step)},
+                                                 call_id=f"call_{turn}_{step}")],
+                           usage=usage(), response_id=f"resp_{turn}_{step}")
+                 for step in range(steps_of(turn))]
+        steps.append(ModelStep(output=[assistant_message(f"done with turn {turn}",
+                                                         item_id=f"msg_{turn}")],
+                               usage=usage(), response_id=f"resp_{turn}_end"))
+        model = ScriptedModel(steps)
+        model.model = "gpt-4.1"  # type: ignore[attr-defined]
+        made.append((f"turn {turn}: do the work", model))
+    return made
+
+
+def record(turns: int) -> float:
+    """Record the conversation; the recording's wall seconds."""
+    from replay_agent import agent
+
+    from sessiontape import Recorder
+
     async def run() -> None:
         async with Recorder(user_id=USER, session_name=NAME, compaction_threshold=None) as rec:
-            for turn in range(turns):
-                steps = [ModelStep(output=[function_call("work", {"ms": tool_ms(turn, step)},
-                                                         call_id=f"call_{turn}_{step}")],
-                                   usage=usage(), response_id=f"resp_{turn}_{step}")
-                         for step in range(steps_of(turn))]
-                steps.append(ModelStep(output=[assistant_message(f"done with turn {turn}",
-                                                                 item_id=f"msg_{turn}")],
-                                       usage=usage(), response_id=f"resp_{turn}_end"))
-                model = ScriptedModel(steps)
-                model.model = "gpt-4.1"  # type: ignore[attr-defined]
-                await rec.run(agent(model), f"turn {turn}: do the work")
+            for prompt, model in scripted_turns(turns):
+                await rec.run(agent(model), prompt)
 
     start = time.perf_counter()
     asyncio.run(run())
     return time.perf_counter() - start
+
+
+def sdk_alone(turns: int) -> Replay:
+    """The baseline: the same agent on each prompt through the SDK's ``Runner.run`` with a
+    scripted model answering as recorded (instantly), tools running; no recording, no
+    replay. What driving the agent costs the SDK itself. Median of :data:`ROUNDS`."""
+    import replay_agent
+    from agents import RunConfig, Runner
+
+    async def run() -> None:
+        for prompt, model in scripted_turns(turns):
+            await Runner.run(replay_agent.agent(model), prompt,
+                             run_config=RunConfig(tracing_disabled=True))
+
+    runs = []
+    for _ in range(ROUNDS):
+        replay_agent.DURATIONS.clear()
+        start = time.perf_counter()
+        asyncio.run(run())
+        runs.append(Replay("sdk", time.perf_counter() - start, sum(replay_agent.DURATIONS),
+                           len(replay_agent.DURATIONS), True, turns))
+    return _median(runs, "baseline: the SDK alone (Runner.run, scripted model)")
 
 
 def found() -> Any:
@@ -198,7 +230,7 @@ def main() -> None:
         recording = record(turns)
         info = found()
         recorded, recorded_calls = recorded_tool_work(info)
-        runs = [in_process(info, False),
+        runs = [sdk_alone(turns), in_process(info, False),
                 whole_process(work, [], "sessiontape replay, whole process"),
                 in_process(info, True),
                 whole_process(work, ["--recorded-tools"],
@@ -225,13 +257,18 @@ def main() -> None:
     for row in cells:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     print()
-    fixed_cost = runs[4].wall
-    for run in runs[:2]:
+    sdk, replays, fixed_cost = runs[0], runs[1:3], runs[5].wall
+    for run in replays:
         ratio = run.wall / run.tools
         print(f"{run.what}: {ratio:.3f}x the tool work (target <= {TARGET:.2f}: "
               f"{'met' if ratio <= TARGET else 'MISSED'}); identical: "
               f"{'yes' if run.identical else 'NO'}")
-    less = (runs[1].wall - fixed_cost) / runs[1].tools
+    per_turn = [(run.wall - run.tools) / run.turns * 1000 for run in (sdk, replays[0])]
+    print(f"the SDK alone driving the same agent with an instant model: "
+          f"{sdk.wall / sdk.tools:.3f}x the tool work ({per_turn[0]:.2f} ms a turn); "
+          f"the replay in-process {per_turn[1]:.2f} ms a turn, "
+          f"{per_turn[1] - per_turn[0]:+.2f} ms over the SDK's")
+    less = (replays[1].wall - fixed_cost) / replays[1].tools
     print(f"whole process less its fixed cost ({fixed_cost:.3f} s: start-up, the SDK's import, "
           f"one turn): {less:.3f}x the tool work")
     if not all(run.identical for run in runs):
