@@ -349,7 +349,7 @@ def parse_replay(output: str) -> list[tuple[str, str, str, str, str]]:
         return next(r for r in rows if r[0].startswith(prefix))
 
     # what, wall s, tool work s, calls, wall / tool work, overhead ms/turn, identical
-    inproc, whole = rows[0], row("sessiontape replay, ")
+    sdk, inproc, whole = row("baseline"), row("replay_session()"), row("sessiontape replay, ")
     recorded, recorded_cli = row("replay_session(), recorded"), \
         row("sessiontape replay --recorded-tools, whole")
     fixed = row("sessiontape replay --turn 1")
@@ -359,6 +359,8 @@ def parse_replay(output: str) -> list[tuple[str, str, str, str, str]]:
     return [
         (f"replay of {turns} turns, in-process (identical)", f"{inproc[1]} s",
          f"tool work {inproc[2]} s", f"{inproc[4]}x, +{inproc[5]} ms/turn", "<= 1.10x"),
+        ("  baseline: the SDK alone driving the agent, instant model", f"{sdk[1]} s",
+         f"tool work {sdk[2]} s", f"{sdk[4]}x, +{sdk[5]} ms/turn", "-"),
         ("  whole process, sessiontape replay", f"{whole[1]} s", f"tool work {whole[2]} s",
          f"{whole[4]}x, +{whole[5]} ms/turn", "<= 1.10x"),
         ("  --recorded-tools (no tool work), in-process / whole process",
