@@ -178,7 +178,9 @@ def test_an_abandoned_stream_records_how_the_run_really_ended() -> None:
         async for event in result.stream_events():
             if event.type == "raw_response_event":
                 break  # the generator is dropped here, and closed by the event loop
-        await await_until(lambda: read_session(rec).info["status"] != "running")
+        # the tree's status and the log's last line are written one after the other
+        await await_until(lambda: read_session(rec).info["status"] != "running"
+                          and bool(read_turns(rec)) and read_turns(rec)[0].complete)
         assert result.final_output == "seven"
 
     asyncio.run(main())
