@@ -163,6 +163,14 @@ def eprint(*parts: Any) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
 
+def say_extra_missing(prog: str, what: str, extra: str, exc: ImportError) -> int:
+    """Say that ``what`` needs the optional ``extra`` (and how to install it); the exit
+    code (failure)."""
+    eprint(printable(f"{prog}: {what} needs the {extra} extra "
+                     f"(pip install 'sessiontape[{extra}]'): {exc}"))
+    return EXIT_FAILURE
+
+
 def warnings_in_one_line(fresh_line: Callable[[], None] | None = None) -> None:
     """The ``sessiontape`` logger's warnings (the recorder's: a layout it could not write)
     on stderr, each as its one line (control characters escaped), without the traceback it

@@ -7,7 +7,7 @@ import contextlib
 from pathlib import Path
 
 from . import VERBS
-from .console import EXIT_FAILURE, EXIT_OK, eprint
+from .console import EXIT_OK, say_extra_missing
 
 PROG = "sessiontape mcp"
 
@@ -17,9 +17,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         from sessiontape.mcp import run
     except ImportError as exc:
-        eprint(f"{PROG}: the MCP server needs the mcp extra "
-               f"(pip install 'sessiontape[mcp]'): {exc}")
-        return EXIT_FAILURE
+        return say_extra_missing(PROG, "the MCP server", "mcp", exc)
     with contextlib.suppress(KeyboardInterrupt):  # the client's Ctrl-C reaches us too
         run(args.project)
     return EXIT_OK

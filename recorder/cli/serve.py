@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from . import VERBS
-from .console import EXIT_FAILURE, EXIT_OK, eprint, plural, printable
+from .console import EXIT_FAILURE, EXIT_OK, eprint, plural, printable, say_extra_missing
 
 PROG = "sessiontape serve"
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765  # as sessiontape.web's, without importing it
@@ -17,9 +17,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from sessiontape.web import Served, ServeError, is_loopback, serve
     except ImportError as exc:
-        eprint(f"{PROG}: the web viewer needs the web extra "
-               f"(pip install 'sessiontape[web]'): {exc}")
-        return EXIT_FAILURE
+        return say_extra_missing(PROG, "the web viewer", "web", exc)
 
     def ready(served: Served) -> None:
         if served.catalog_note:
