@@ -303,3 +303,16 @@ def test_open_shows_the_page_in_the_browser(tmp_path: Path) -> None:
         with Server({**env, "BROWSER": str(browser)}, "--open") as server:
             assert wait_for(lambda: opened.exists() and opened.read_text().strip(),
                             "the browser to be given the page") == server.url
+
+
+def test_layouts_made_after_the_start_are_watched_too(tmp_path: Path) -> None:
+    """Nothing recorded yet: no root to watch. The first recording makes them; the server
+    finds them (it looks every second) and lists the conversation without a restart."""
+    with isolated(tmp_path) as env, Server(env) as server:
+        assert httpx2.get(server.url + "api/sessions", timeout=WAIT).json()["total"] == 0
+        add_turn("ann", "first", "hello")
+        wait_for(lambda: httpx2.get(server.url + "api/sessions", timeout=WAIT).json()[
+            "total"] == 1, "the first conversation to be listed")
+        add_turn("ann", "first", "again")
+        wait_for(lambda: httpx2.get(server.url + "api/sessions", timeout=WAIT).json()[
+            "sessions"][0]["turns"] == 2, "its second turn, through the watcher")
