@@ -73,6 +73,13 @@ def test_the_filter_and_the_status_narrow_the_rows(world: dict[str, Any]) -> Non
                                         params={"status": "failed"}).text
 
 
+@pytest.mark.parametrize("page", ["9" * 40, "-3", "two", ""])
+def test_any_page_number_is_answered(world: dict[str, Any], page: str) -> None:
+    answer = get(world, "/sessions/rows", params={"page": page})
+    assert answer.status_code == 200
+    assert "sessions" in answer.text and "Internal Server Error" not in answer.text
+
+
 def test_pages_slice_the_listing_in_its_order(world: dict[str, Any]) -> None:
     with isolated(world["base"]), Catalog() as catalog:
         listed = [json.loads(row.json)["session_name"] for row in catalog.listed()]

@@ -114,10 +114,9 @@ def _templates() -> Environment:
 
 
 class _Site:
-    """What the routes share: the catalog's path, the layouts, the templates, the changes."""
+    """What the routes share: the catalog's path, the templates, the changes."""
 
-    def __init__(self, where: Locations, catalog_path: Path) -> None:
-        self.where = where
+    def __init__(self, catalog_path: Path) -> None:
         self.catalog_path = catalog_path
         self.templates = _templates()
         self.changes: Changes | None = None
@@ -140,9 +139,14 @@ class _Site:
             return catalog.by_id(row_id)
 
 
+MAX_NUMBER = 10**9  # of a page or a turn: beyond, SQLite's integers would overflow
+
+
 def _number(request: Request, name: str, default: int) -> int:
+    """A whole-number parameter, from 0 to :data:`MAX_NUMBER`; ``default`` when it is not
+    a number."""
     try:
-        return max(0, int(request.query_params.get(name, default)))
+        return min(MAX_NUMBER, max(0, int(request.query_params.get(name, default))))
     except ValueError:
         return default
 
@@ -284,7 +288,7 @@ def create_app(where: Locations, catalog_path: Path, *, allowed_hosts: list[str]
     """The app over the catalog at ``catalog_path`` (refreshed already) and the layouts of
     ``where``. ``allowed_hosts``: the ``Host`` names it answers (default: loopback's);
     ``live``: a :class:`CatalogKeeper` keeps the catalog current while it runs."""
-    site = _Site(where, catalog_path)
+    site = _Site(catalog_path)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
