@@ -73,6 +73,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "bad group": await call(session, "usage", group="yearly"),
                 "hostile": await call(session, "search_sessions",
                                       query='"\x00</script> NOT OR AND *( ' + "x" * 100_000),
+                "far": await call(session, "list_sessions", offset=10**30),
                 "after": await call(session, "list_sessions", limit=1),
             }
             return answers
@@ -129,6 +130,8 @@ def test_errors_are_the_tools_own_and_the_stream_goes_on(world: dict[str, Any]) 
     assert failed and "unknown group 'yearly'" in message
     failed, hostile = answers["hostile"]
     assert not failed and hostile["hits"] == []
+    failed, far = answers["far"]
+    assert not failed and (far["sessions"], far["next_offset"]) == ([], None)
     failed, after = answers["after"]
     assert not failed and after["total"] == 3  # the protocol stream is intact
 

@@ -64,6 +64,11 @@ def _page(items: list[Any], offset: int, total: int) -> dict[str, Any]:
     return {"total": total, "offset": offset, "next_offset": after if after < total else None}
 
 
+def _offset(offset: int) -> int:
+    """An offset from 0 to 10**9 (beyond, SQLite's integers would overflow)."""
+    return min(max(0, offset), 10**9)
+
+
 def _limit(limit: int) -> int:
     if limit < 1:
         raise ToolError("limit must be at least 1")
@@ -117,12 +122,12 @@ def make_server(project: Path | None = None) -> MCPServer:
         try:
             with _Catalog(project) as catalog:
                 total, rows = catalog.page(text=query, status=status, user=user,
-                                           since=_since(since), offset=max(0, offset),
+                                           since=_since(since), offset=_offset(offset),
                                            limit=_limit(limit))
         except AmbiguousUserError as exc:
             raise ToolError(str(exc)) from None
         sessions = [row.info.to_json() for row in rows]
-        return {"sessions": _bounded(sessions, 500), **_page(sessions, max(0, offset), total)}
+        return {"sessions": _bounded(sessions, 500), **_page(sessions, _offset(offset), total)}
 
     @server.tool()
     def show_session(name: str, user: str | None = None, from_turn: int = 1,
@@ -159,7 +164,7 @@ def make_server(project: Path | None = None) -> MCPServer:
         at). query: words as written, "phrases", prefix*, OR/NOT/AND; any text is a
         query. kind: user, answer, reasoning, tool_args, tool_output or error. Paged: offset,
         limit (at most 200)."""
-        start = max(0, offset)
+        start = _offset(offset)
         try:
             with _Catalog(project) as catalog:
                 hits = catalog.search(query, user=user, agent=agent, tool=tool, kind=kind,
