@@ -323,3 +323,25 @@ def test_layouts_made_after_the_start_are_watched_too(tmp_path: Path) -> None:
         add_turn("ann", "first", "again")
         wait_for(lambda: httpx2.get(server.url + "api/sessions", timeout=WAIT).json()[
             "sessions"][0]["turns"] == 2, "its second turn, through the watcher")
+
+
+def test_ctrl_c_with_pages_open_stops_cleanly(tmp_path: Path) -> None:
+    """Open event streams end whole when the server stops: no error is logged, exit 0."""
+    with isolated(tmp_path) as env:
+        add_turn("ann", "open", "hello")
+        server = Server(env)
+        host, port = server.url.removeprefix("http://").rstrip("/").split(":")
+        streams = [socket.create_connection((host, int(port)), timeout=WAIT) for _ in range(3)]
+        try:
+            for raw in streams:
+                raw.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                seen = b""
+                while b"event: hello" not in seen:  # the stream is open and subscribed
+                    chunk = raw.recv(4096)
+                    assert chunk, seen  # not closed before its first event
+                    seen += chunk
+            assert server.stop() == 0
+        finally:
+            for raw in streams:
+                raw.close()
+    assert not [line for line in server.stderr if "ERROR" in line], server.stderr

@@ -16,14 +16,16 @@ page elsewhere cannot read the sessions through DNS rebinding.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import orjson
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -62,6 +64,7 @@ LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 _POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
            "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 _HERE = files("sessiontape.web")
+T = TypeVar("T")
 
 
 class _Headers:
@@ -163,6 +166,18 @@ def _listing(site: _Site, request: Request) -> dict[str, Any]:
             "page": number, "pages": max(1, math.ceil(total / PAGE_SIZE))}
 
 
+async def _until_stopped(awaited: Awaitable[T], stopping: anyio.Event) -> T | None:
+    """What ``awaited`` gives, or None once ``stopping`` is set first."""
+    task = asyncio.ensure_future(awaited)
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, stopped):
+            pending.cancel()
+    return task.result() if task.done() and not task.cancelled() else None
+
+
 def _routes(site: _Site) -> list[Route | Mount]:
     def sessions(request: Request) -> HTMLResponse:
         return site.page("sessions.html", request, **_listing(site, request))
@@ -259,18 +274,23 @@ def _routes(site: _Site) -> list[Route | Mount]:
         changes = site.changes
         assert changes is not None
         subscription = changes.subscribe()
+        stopping = anyio.Event()  # set by sse-starlette when the server shuts down
 
         async def stream() -> AsyncIterator[dict[str, str]]:
             try:
                 yield {"event": "hello", "data": "live"}
                 while True:
-                    changed = await subscription.next()  # "sessions" first, then each one
+                    changed = await _until_stopped(subscription.next(), stopping)
+                    if changed is None:
+                        return  # the response ends whole, so the server can stop at once
+                    # "sessions" first, then each conversation's
                     for name in sorted(changed, key=lambda name: (name != "sessions", name)):
                         yield {"event": name, "data": name}
             finally:
                 changes.unsubscribe(subscription)
 
-        return EventSourceResponse(stream(), ping=15, send_timeout=10)
+        return EventSourceResponse(stream(), ping=15, send_timeout=10,
+                                   shutdown_event=stopping, shutdown_grace_period=1)
 
     return [
         Route("/", sessions), Route("/sessions/rows", sessions_rows),
@@ -292,8 +312,6 @@ def create_app(where: Locations, catalog_path: Path, *, allowed_hosts: list[str]
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        import asyncio
-
         site.changes = Changes(asyncio.get_running_loop())
         keeper = CatalogKeeper(where, catalog_path, site.changes) if live else None
         if keeper is not None:
