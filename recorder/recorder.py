@@ -18,6 +18,7 @@ from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 
 from sessiontape.storage.agentuse.sink import AgentUseSink
+from sessiontape.storage.backends import Store, open_store
 from sessiontape.storage.db import ReadOnlyDatabase
 from sessiontape.storage.events import Compacted, Event, Sink
 from sessiontape.storage.file_writes import WORKER as FILE_WORKER
@@ -29,8 +30,6 @@ from sessiontape.storage.skillet.compaction import (
     CompactingSession,
     CompactionInfo,
 )
-from sessiontape.storage.skillet.item_store import ItemStore
-from sessiontape.storage.skillet.links import agentuse_dir_for, find_agentuse_dir
 from sessiontape.storage.skillet.replay_log import ReplayLog
 from sessiontape.storage.skillet.sink import SkilletLogSink
 from sessiontape.storage.skillet.summarizers import Summarizer
@@ -148,7 +147,7 @@ class _RecorderSession(CompactingSession):
         try:
             return await super().get_items(limit)
         except (OSError, sqlite3.Error) as exc:
-            if _holds_data(self.inner.store.path):
+            if self.inner.store.holds_data():
                 raise
             self._report(exc)
             return []
@@ -159,16 +158,6 @@ class _RecorderSession(CompactingSession):
             await super().add_items(items)
         except (OSError, sqlite3.Error) as exc:
             self._report(exc)
-
-
-def _holds_data(path: Path) -> bool:
-    """Whether a store file exists with something in it (an unreadable one counts)."""
-    try:
-        return path.stat().st_size > 0
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
 
 
 def check_names(user_id: str, session_name: str) -> None:
@@ -206,6 +195,11 @@ class Recorder:
     rec:`` or :meth:`aclose` releases what the recorder holds (``with`` and
     :meth:`close` without an event loop); recorders of one store file share one
     connection to it.
+
+    ``store``: where the item store is: a SQLite file's path, a ``postgresql://`` URL
+    (a store many hosts share: the replay log's lines go there too, beside the JSONL
+    file; docs/postgres.md), an open store, or None: ``SESSIONTAPE_STORE`` when set,
+    else the skillet file.
     """
 
     def __init__(
@@ -214,7 +208,7 @@ class Recorder:
         session_name: str | None = None,
         project_root: str | os.PathLike[str] | None = None,
         *,
-        store: ItemStore | None = None,
+        store: Store | str | os.PathLike[str] | None = None,
         logs_root: Path | None = None,
         agentuse_root: Path | None = None,
         prices: Mapping[str, Price] | None = None,
@@ -233,8 +227,12 @@ class Recorder:
         self.cwd = os.getcwd()
         self._agentuse_root = agentuse_root
         skillet = SkilletPaths.resolve()
-        self._owns_store = store is None
-        self.store = store if store is not None else ItemStore.shared(skillet.store_file)
+        if store is None or isinstance(store, (str, os.PathLike)):
+            self._owns_store = True
+            self.store: Store = open_store(store)
+        else:
+            self._owns_store = False
+            self.store = store
         self._logs_root = logs_root if logs_root is not None else skillet.logs_root
         self.prices = PriceTable(prices)
         self.strict = strict
@@ -349,8 +347,8 @@ class Recorder:
         if self._session_dir is None and self._active is not None:
             WRITER.flush(EXIT_FLUSH_TIMEOUT)
         if self._session_dir is None:
-            self._session_dir = find_agentuse_dir(self.store.path, self.user_id,
-                                                  self.session_name, self._sessions_root())
+            self._session_dir = self.store.find_agentuse_dir(self.user_id, self.session_name,
+                                                             self._sessions_root())
         return self._session_dir
 
     def _sessions_root(self) -> Path:
@@ -439,12 +437,11 @@ class Recorder:
         self._sinks_tried = True
         if self._agentuse_sink is None:
             try:
-                self._session_dir = agentuse_dir_for(self.store.path, self.user_id,
-                                                     self.session_name, self._sessions_root(),
-                                                     agent_name)
+                self._session_dir = self.store.agentuse_dir_for(
+                    self.user_id, self.session_name, self._sessions_root(), agent_name)
             except ReadOnlyDatabase as exc:  # a conversation linked before still records
-                self._session_dir = find_agentuse_dir(self.store.path, self.user_id,
-                                                      self.session_name, self._sessions_root())
+                self._session_dir = self.store.find_agentuse_dir(
+                    self.user_id, self.session_name, self._sessions_root())
                 if self._session_dir is None:
                     self.report(exc)
             except (OSError, UnsafePathError, sqlite3.Error) as exc:
@@ -455,8 +452,10 @@ class Recorder:
             if self._session_dir is not None:
                 where.update(sessionId=self._session_dir.name.partition("-")[0],
                              sessionDir=str(self._session_dir))
+            copy = self.store.log_copy(self.user_id, self.session_name)
             try:
-                self._log_sink = SkilletLogSink(self._replay_log(), where)
+                self._log_sink = SkilletLogSink(self._replay_log(), where,
+                                                [copy] if copy is not None else [])
             except (OSError, UnsafePathError) as exc:
                 self.report(exc)
         if self._agentuse_sink is None and self._session_dir is not None:

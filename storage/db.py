@@ -21,7 +21,7 @@ The SQL that several modules share is here too: :data:`PAIR`, the filter of one
 and :data:`META_SCHEMA`, the ``sessiontape_meta`` table of the item store and the ledger.
 Each other table's ``CREATE`` statement is with the one module that writes it
 (``session_items``: :mod:`~sessiontape.storage.skillet.item_store`; the archive and
-compaction log: :mod:`~sessiontape.storage.skillet.compaction`; the links:
+compaction log: :mod:`~sessiontape.storage.skillet.archive`; the links:
 :mod:`~sessiontape.storage.skillet.links`);
 the table names are in :mod:`~sessiontape.storage.tables`.
 

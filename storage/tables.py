@@ -7,6 +7,7 @@ and query them without importing the Agents SDK.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 ARCHIVE_TABLE = "session_items_archive"
 COMPACTIONS_TABLE = "sessiontape_compactions"
@@ -35,3 +36,20 @@ class StoredSession:
     items: int
     first_ms: int
     last_ms: int
+
+
+class CompactionRow(NamedTuple):
+    """One row of ``sessiontape_compactions``, its columns in order: what one compaction
+    did (``created_at``: when, Unix ms)."""
+
+    id: str
+    user_id: str
+    session_name: str
+    created_at: int
+    reason: str
+    summarizer: str
+    items_before: int
+    items_after: int
+    tokens_before: int
+    tokens_after: int
+    archived: int

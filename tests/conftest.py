@@ -29,6 +29,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for key, value in isolated_environ(tmp_path).items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("SESSIONTAPE_STORE", raising=False)
     return tmp_path
 
 

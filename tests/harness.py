@@ -62,6 +62,8 @@ def isolated_environ(base: Path, **extra: str) -> dict[str, str]:
                "XDG_CONFIG_HOME": str(home / "config"), "SKILLET_HOME": str(base / "skillet"),
                "OPENAI_AGENTS_DISABLE_TRACING": "1", **extra}
     environ.pop("OPENAI_API_KEY", None)
+    if "SESSIONTAPE_STORE" not in extra:  # the default store: the isolated skillet file
+        environ.pop("SESSIONTAPE_STORE", None)
     return environ
 
 
@@ -75,6 +77,8 @@ def isolated(base: Path, **extra: str) -> Iterator[dict[str, str]]:
         for key, value in environ.items():
             patch.setenv(key, value)
         patch.delenv("OPENAI_API_KEY", raising=False)
+        if "SESSIONTAPE_STORE" not in environ:
+            patch.delenv("SESSIONTAPE_STORE", raising=False)
         yield environ
 
 

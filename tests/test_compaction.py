@@ -810,7 +810,7 @@ CHILD = textwrap.dedent("""
     import asyncio, json, os, signal, sqlite3, sys
     from pathlib import Path
 
-    import sessiontape.storage.skillet.compaction as compaction
+    import sessiontape.storage.skillet.archive as archive
     from sessiontape.storage.skillet.compaction import CompactingSession
     from sessiontape.storage.skillet.item_store import ItemStore
     from sessiontape.storage.skillet.summarizers import DeterministicSummarizer
@@ -846,7 +846,7 @@ CHILD = textwrap.dedent("""
                 die()
             return cursor
 
-    compaction.connect = lambda path, **k: sqlite3.connect(
+    archive.connect = lambda path, **k: sqlite3.connect(
         path, timeout=30.0, isolation_level=None, factory=Killing)
 
     async def main():

@@ -23,6 +23,7 @@ from openai.types.responses import ResponseReasoningItem, ResponseTextDeltaEvent
 from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
+from sessiontape.storage.skillet.item_store import ItemStore
 from sessiontape.storage.skillet.log_reader import SessionLogReader
 
 from ..describe import output_text_delta
@@ -186,7 +187,9 @@ async def run_demo(*, user_id: str, session_name: str = DEMO_SESSION, model: str
     return DemoResult(recorder, str(result.final_output), prompt, inputs, earlier)
 
 
-def demo_paths(recorder: Recorder) -> dict[str, Path | None]:
+def demo_paths(recorder: Recorder) -> dict[str, Path | str | None]:
     """Where the demo conversation is recorded."""
+    store = recorder.store
     return {"AgentUse session": recorder.session_dir, "JSONL log": recorder.log_path,
-            "SQLite store": recorder.store.path}
+            "SQLite store" if isinstance(store, ItemStore) else "PostgreSQL store":
+            store.path if isinstance(store, ItemStore) else store.where}

@@ -33,20 +33,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 from agents.items import TResponseInputItem
 from agents.memory import SessionABC
 from agents.memory.session import OpenAIResponsesCompactionArgs
 
-from ..db import PAIR, connect, connect_readonly, immediate, tables
 from ..ids import new_ulid
-from ..tables import ARCHIVE_TABLE, COMPACTIONS_TABLE
-from .item_store import ROWS_SQL, ItemStoreSession, decode_rows, item_json
+from ..tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, CompactionRow
+from .archive import archived_rows
+from .item_store import ItemStoreSession, decode_rows, item_json
 from .items import call_id_of, text_once, to_protocol_items
 from .summarizers import DeterministicSummarizer, Summarizer, is_summary
 
@@ -58,35 +56,13 @@ __all__ = [
     "CompactionInfo",
     "CompactionPlan",
     "archived_items",
+    "decode_archived",
     "estimate_tokens",
     "is_candidate",
     "plan_compaction",
 ]
 
 DEFAULT_THRESHOLD = 40
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {ARCHIVE_TABLE} (
-  id INTEGER PRIMARY KEY,            -- the row's id in session_items
-  user_id TEXT NOT NULL,
-  session_name TEXT NOT NULL,
-  created_at INTEGER NOT NULL,
-  item_json TEXT NOT NULL,
-  compaction_id TEXT NOT NULL );
-CREATE INDEX IF NOT EXISTS idx_archive_session
-  ON {ARCHIVE_TABLE} (user_id, session_name, created_at);
-CREATE TABLE IF NOT EXISTS {COMPACTIONS_TABLE} (
-  id TEXT PRIMARY KEY,               -- a ULID
-  user_id TEXT NOT NULL,
-  session_name TEXT NOT NULL,
-  created_at INTEGER NOT NULL,
-  reason TEXT NOT NULL,
-  summarizer TEXT NOT NULL,
-  items_before INTEGER NOT NULL,
-  items_after INTEGER NOT NULL,
-  tokens_before INTEGER NOT NULL,
-  tokens_after INTEGER NOT NULL,
-  archived INTEGER NOT NULL );
-"""
 # Every tool-call item type whose output must follow it in the input (the SDK's own
 # call-to-output map): an output without its call is refused by the Responses API. The
 # JS SDK's names of the outputs are there too, so that either shape is planned alike.
@@ -192,44 +168,19 @@ class CompactionInfo:
     archived: int
     at: int
 
+    def row(self) -> CompactionRow:
+        """Its row of ``sessiontape_compactions``."""
+        return CompactionRow(self.id, self.user_id, self.session_name, self.at, self.reason,
+                             self.summarizer, self.items_before, self.items_after,
+                             self.tokens_before, self.tokens_after, self.archived)
 
-def _ensure_schema(path: Path) -> None:
-    with closing(connect(path)) as conn:
-        conn.executescript(SCHEMA)
 
-
-def _apply(path: Path, info: CompactionInfo, archived_ids: list[int],
-           replacement: list[str], read_ids: list[int] | None = None) -> bool:
-    """Archive, delete and insert in one transaction; False if the rows changed meanwhile.
-
-    ``read_ids`` are all the rows the plan was made from (default: the archived ones):
-    if any of them is gone (popped, cleared), nothing is done.
-    """
-    ids = orjson.dumps(archived_ids).decode()
-    read = read_ids if read_ids is not None else archived_ids
-    in_ids = "id IN (SELECT value FROM json_each(?))"
-    pair = (info.user_id, info.session_name)
-    with closing(connect(path)) as conn, immediate(conn):
-        present = conn.execute(f"SELECT COUNT(*) FROM session_items WHERE {in_ids} AND {PAIR}",
-                               (orjson.dumps(read).decode(), *pair)).fetchone()[0]
-        if present != len(read):  # popped or cleared since we read them: nothing written
-            return False
-        conn.execute(
-            f"INSERT INTO {ARCHIVE_TABLE} (id, user_id, session_name, created_at, item_json, "
-            f"compaction_id) SELECT id, user_id, session_name, created_at, item_json, ? "
-            f"FROM session_items WHERE {in_ids}", (info.id, ids))
-        conn.execute(f"DELETE FROM session_items WHERE {in_ids}", (ids,))
-        first = conn.execute(f"SELECT MIN(created_at) FROM session_items WHERE {PAIR}",
-                             pair).fetchone()[0]
-        created = first - 1 if first is not None else info.at  # before every kept row
-        conn.executemany(
-            "INSERT INTO session_items (user_id, session_name, created_at, item_json) "
-            "VALUES (?, ?, ?, ?)", [(*pair, created, text) for text in replacement])
-        conn.execute(
-            f"INSERT INTO {COMPACTIONS_TABLE} VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (info.id, *pair, info.at, info.reason, info.summarizer, info.items_before,
-             info.items_after, info.tokens_before, info.tokens_after, info.archived))
-    return True
+def decode_archived(rows: list[tuple[int, str, str]],
+                    where: str) -> list[tuple[str, TResponseInputItem]]:
+    """Archived rows as ``(compaction id, Python SDK item)`` (see :func:`archived_items`)."""
+    compactions = {row_id: cid for row_id, cid, _ in rows}
+    items = decode_rows([(row_id, text) for row_id, _, text in rows], where)
+    return [(compactions[row_id], item) for row_id, item in items]
 
 
 async def archived_items(store_path: Path, user_id: str,
@@ -242,22 +193,8 @@ async def archived_items(store_path: Path, user_id: str,
     history in the order it was added, merge these with the live rows by their
     original row id.
     """
-    def read() -> list[tuple[str, TResponseInputItem]]:
-        conn = connect_readonly(store_path)
-        if conn is None:
-            return []
-        with closing(conn):
-            if ARCHIVE_TABLE not in tables(conn):
-                return []
-            rows = conn.execute(f"SELECT id, compaction_id, item_json FROM {ARCHIVE_TABLE} "
-                                f"WHERE {PAIR} ORDER BY created_at, id",
-                                (user_id, session_name)).fetchall()
-        compactions = {row_id: cid for row_id, cid, _ in rows}
-        items = decode_rows([(row_id, text) for row_id, _, text in rows],
-                            f"{store_path} ({ARCHIVE_TABLE})")
-        return [(compactions[row_id], item) for row_id, item in items]
-
-    return await asyncio.to_thread(read)
+    rows = await asyncio.to_thread(archived_rows, store_path, user_id, session_name)
+    return decode_archived(rows, f"{store_path} ({ARCHIVE_TABLE})")
 
 
 class CompactingSession(SessionABC):
@@ -284,7 +221,6 @@ class CompactingSession(SessionABC):
         self.summarizer = summarizer or DeterministicSummarizer()
         self.on_compaction = on_compaction
         self._lock = asyncio.Lock()
-        self._schema_ready = False
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         return await self.inner.get_items(limit)
@@ -301,8 +237,7 @@ class CompactingSession(SessionABC):
     async def _rows(self) -> list[tuple[int, Any]]:
         """The live rows ``(id, Python SDK item)``; a row that is not an item stays where it
         is, out of every plan (it is never sent either)."""
-        rows = await self.inner.store.execute(ROWS_SQL,
-                                              (self.inner.user_id, self.inner.session_name))
+        rows = await self.inner.store.pair_rows(self.inner.user_id, self.inner.session_name)
         return decode_rows(rows, self.session_id, self.inner.store.reported)
 
     async def candidates(self) -> int:
@@ -330,14 +265,10 @@ class CompactingSession(SessionABC):
                 items_before=len(items), items_after=len(after),
                 tokens_before=estimate_tokens(items), tokens_after=estimate_tokens(after),
                 archived=len(older), at=time.time_ns() // 1_000_000)
-            path = self.inner.store.path
-            if not self._schema_ready:
-                await asyncio.to_thread(_ensure_schema, path)
-                self._schema_ready = True
-            done = await asyncio.to_thread(_apply, path, info, [rows[i][0] for i in plan.older],
-                                           [item_json(text_once(row)) for row in
-                                            to_protocol_items(replacement)],
-                                           [row_id for row_id, _ in rows])
+            done = await self.inner.store.replace_rows(
+                info.row(), [rows[i][0] for i in plan.older],
+                [item_json(text_once(row)) for row in to_protocol_items(replacement)],
+                [row_id for row_id, _ in rows])
         if not done:
             return None
         if self.on_compaction is not None:

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiosqlite
 import orjson
@@ -56,11 +56,15 @@ from ..files import prepare_private_file
 from ..json_style import dumps_compact
 from ..paths import SkilletPaths
 from ..redaction import Redactor
-from ..tables import StoredSession, list_sessions_sql
+from ..tables import CompactionRow, StoredSession, list_sessions_sql
+from . import archive, links
 from .items import read_item, to_protocol
 
-__all__ = ["ItemStore", "ItemStoreSession", "StoredSession", "decode_rows", "item_json",
-           "loads_item"]
+if TYPE_CHECKING:
+    from .sink import EntryLog
+
+__all__ = ["ItemStore", "ItemStoreSession", "RowStore", "StoredSession", "decode_rows",
+           "item_json", "loads_item", "read_joined"]
 
 log = logging.getLogger("sessiontape")
 
@@ -366,60 +370,57 @@ class ItemStore:
         """
         return ItemStoreSession(self, user_id, session_name, session_settings, redactor)
 
+    @property
+    def where(self) -> str:
+        """The store as messages name it: its path."""
+        return str(self.path)
+
+    def holds_data(self) -> bool:
+        """Whether the file exists with something in it (an unreadable one counts)."""
+        try:
+            return self.path.stat().st_size > 0
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+
     async def list_sessions(self, user_id: str | None = None) -> list[StoredSession]:
         """Every pair with its item count and first/last ``created_at``, newest first."""
         params = (user_id,) if user_id is not None else ()
         rows = await self.execute(list_sessions_sql(user_id is not None), params)
         return [StoredSession(*row) for row in rows]
 
+    # -- the rows of one pair (RowStore) --------------------------------------------
 
-class ItemStoreSession(SessionABC):
-    """The Agents SDK ``Session`` over one pair's rows of an :class:`ItemStore`."""
+    async def pair_rows(self, user_id: str, session_name: str) -> list[tuple[int, str]]:
+        """The pair's rows ``(id, item_json)`` in order."""
+        return [(row[0], row[1]) for row in await self.execute(ROWS_SQL, (user_id, session_name))]
 
-    def __init__(self, store: ItemStore, user_id: str, session_name: str,
-                 session_settings: SessionSettings | None = None,
-                 redactor: Redactor | None = None) -> None:
-        self.store = store
-        self.redactor = redactor
-        self.user_id = user_id
-        self.session_name = session_name
-        self.session_id = f"{user_id}:{session_name}"
-        self.session_settings = session_settings
-
-    def _decode(self, rows: Iterable[Sequence[Any]]) -> list[TResponseInputItem]:
-        return [item for _, item in decode_rows(rows, self.session_id, self.store.reported)]
-
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """All items in order, or the latest ``limit`` of them (still in order).
-
-        A row that is not an item counts toward ``limit`` (it is skipped). A full read
-        converts only the rows added since the last one (see :class:`Snapshot`).
-        """
-        limit = resolve_session_limit(limit, self.session_settings)
-        if limit is not None and limit <= 0:
-            return []
-        pair = (self.user_id, self.session_name)
-        if limit is not None:
-            return await self._read(pair, limit)
-        snapshot = self.store.snapshots.get(pair)
+    async def pair_items(self, user_id: str, session_name: str, limit: int | None,
+                         where: str) -> list[TResponseInputItem]:
+        """The pair's items as the Python SDK's (the latest ``limit`` of them), in order.
+        A full read converts only the rows added since the last one (see :class:`Snapshot`)."""
+        pair = (user_id, session_name)
+        snapshot = None if limit is not None else self.snapshots.get(pair)
         if snapshot is None:
-            return await self._read(pair)
+            return await self._read(pair, where, limit)
         # The snapshot's last row and every row after it, with the count of rows up to it.
-        rows = await self.store.execute(
+        rows = await self.execute(
             "SELECT id, item_json, (SELECT COUNT(*) FROM session_items "
             "WHERE user_id = ?1 AND session_name = ?2 AND id <= ?3) FROM session_items "
             f"WHERE user_id = ?1 AND session_name = ?2 AND id >= ?3 {ORDER_ASC}",
             (*pair, snapshot.last_id))
         if not rows or rows[0][0] != snapshot.last_id or rows[0][2] != snapshot.count:
-            return await self._read(pair)
+            return await self._read(pair, where)
         if len(rows) > 1:
-            added = self._decode(row[:2] for row in rows[1:])
+            added = [item for _, item in decode_rows((row[:2] for row in rows[1:]), where,
+                                                     self.reported)]
             snapshot.joined = _appended(snapshot.joined, _joined(added))
             snapshot.last_id = rows[-1][0]
             snapshot.count += len(rows) - 1
         return _parse(snapshot.joined)
 
-    async def _read(self, pair: tuple[str, str], limit: int | None = None
+    async def _read(self, pair: tuple[str, str], where: str, limit: int | None = None
                     ) -> list[TResponseInputItem]:
         """The pair's items (the latest ``limit`` of them) in one statement; all of them are
         remembered as the pair's :class:`Snapshot`."""
@@ -435,36 +436,180 @@ class ItemStoreSession(SessionABC):
         # per row; a row that is not JSON falls back to rows. So does an array whose
         # length is not the row count: a damaged row such as '1,2' can still join into
         # valid JSON. And so does a row that is not an item, to be reported with its id.
-        rows = await self.store.execute(
+        rows = await self.execute(
             "SELECT max(id), '[' || group_concat(item_json, ',') || ']', COUNT(*), "
             f"(SELECT id FROM session_items {WHERE_PAIR} {ORDER_DESC} LIMIT 1) "
             f"FROM ({rows_sql})", (*pair, *params))
         max_id, joined, count, last_id = rows[0]
         if not count:
-            self.store.snapshots.pop(pair, None)
+            self.snapshots.pop(pair, None)
             return []
-        try:
-            parsed = orjson.loads(joined)
-        except orjson.JSONDecodeError:
-            parsed = None
-        items: list[Any] = [None]
-        if isinstance(parsed, list) and len(parsed) == count:
-            try:
-                items = [read_item(item, True) for item in parsed]
-            except Exception:  # a malformed item of a known type
-                items = [None]
-        if None in items:
-            items = self._decode(await self.store.execute(rows_sql, params))
+        items = read_joined(joined, count)
+        if items is None:
+            items = [item for _, item in decode_rows(await self.execute(rows_sql, params),
+                                                     where, self.reported)]
         # Rows after the last one in order (an older created_at) would count as new.
         if limit is None and max_id == last_id:
-            snapshots = self.store.snapshots
-            snapshots.pop(pair, None)
-            if len(snapshots) >= MAX_SNAPSHOTS:  # the pair read longest ago goes
-                del snapshots[next(iter(snapshots))]
-            snapshots[pair] = Snapshot(last_id, count, _joined(items))
+            self.snapshots.pop(pair, None)
+            if len(self.snapshots) >= MAX_SNAPSHOTS:  # the pair read longest ago goes
+                del self.snapshots[next(iter(self.snapshots))]
+            self.snapshots[pair] = Snapshot(last_id, count, _joined(items))
         elif limit is None:
-            self.store.snapshots.pop(pair, None)
+            self.snapshots.pop(pair, None)
         return items
+
+    async def insert_rows(self, user_id: str, session_name: str, created: int,
+                          encoded: list[str]) -> None:
+        """Append rows holding ``encoded`` (item JSON), each batch in one statement. A batch
+        of over 32 000 items is split into several statements (not atomic)."""
+        for start in range(0, len(encoded), MAX_ROWS_PER_STATEMENT):
+            chunk = encoded[start:start + MAX_ROWS_PER_STATEMENT]
+            await self.execute(_insert_sql(len(chunk)), (user_id, session_name, created, *chunk))
+
+    async def call_rows(self, user_id: str, session_name: str,
+                        call_id: str) -> list[tuple[int, str]]:
+        """The pair's last rows (newest first, a few) that name the call ``call_id``."""
+        quoted = orjson.dumps(call_id).decode()
+        rows = await self.execute(
+            f"SELECT id, item_json FROM session_items {WHERE_PAIR} AND "
+            "(instr(item_json, ?) > 0 OR instr(item_json, ?) > 0) ORDER BY id DESC LIMIT 8",
+            (user_id, session_name, f'"callId":{quoted}', f'"call_id":{quoted}'))
+        return [(row[0], row[1]) for row in rows]
+
+    async def pop_row(self, user_id: str, session_name: str) -> tuple[int, int, str] | None:
+        """Delete and return the pair's last row ``(id, created_at, item_json)`` that holds a
+        JSON object; None when there is none."""
+        rows = await self.execute(
+            "DELETE FROM session_items WHERE id = (SELECT id FROM session_items "
+            f"{WHERE_PAIR} AND json_valid(item_json) "
+            "AND substr(ltrim(item_json, ' ' || char(9, 10, 13)), 1, 1) = '{' "
+            f"{ORDER_DESC} LIMIT 1) RETURNING id, created_at, item_json",
+            (user_id, session_name))
+        return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    async def restore_row(self, user_id: str, session_name: str,
+                          row: tuple[int, int, str]) -> None:
+        """Put back a row :meth:`pop_row` took, with its id."""
+        await self.execute(
+            "INSERT INTO session_items (id, user_id, session_name, created_at, item_json) "
+            "VALUES (?, ?, ?, ?, ?)", (row[0], user_id, session_name, row[1], row[2]))
+
+    async def delete_pair(self, user_id: str, session_name: str) -> None:
+        """Delete every row of the pair."""
+        await self.execute(f"DELETE FROM session_items {WHERE_PAIR}", (user_id, session_name))
+        self.snapshots.pop((user_id, session_name), None)
+
+    async def replace_rows(self, info: CompactionRow, archived_ids: list[int],
+                           replacement: list[str], read_ids: list[int]) -> bool:
+        """Compaction's one transaction (:func:`~.archive.apply_compaction`)."""
+        return await asyncio.to_thread(archive.apply_compaction, self.path, info,
+                                       archived_ids, replacement, read_ids)
+
+    async def archived_rows(self, user_id: str,
+                            session_name: str) -> list[tuple[int, str, str]]:
+        """The pair's archived rows ``(id, compaction_id, item_json)`` in order."""
+        return await asyncio.to_thread(archive.archived_rows, self.path, user_id, session_name)
+
+    def log_copy(self, user_id: str, session_name: str) -> EntryLog | None:
+        """Where the pair's log lines go besides its JSONL file: nowhere, for a file store."""
+        return None
+
+    def agentuse_dir_for(self, user_id: str, session_name: str, sessions_root: Path,
+                         agent_name: str) -> Path:
+        """The pair's linked AgentUse directory, linked now on first use
+        (:func:`~.links.agentuse_dir_for`)."""
+        return links.agentuse_dir_for(self.path, user_id, session_name, sessions_root,
+                                      agent_name)
+
+    def find_agentuse_dir(self, user_id: str, session_name: str,
+                          sessions_root: Path | None = None) -> Path | None:
+        """The pair's linked AgentUse directory, if any (:func:`~.links.find_agentuse_dir`)."""
+        return links.find_agentuse_dir(self.path, user_id, session_name, sessions_root)
+
+
+def read_joined(joined: str | bytes | None, count: int) -> list[TResponseInputItem] | None:
+    """The items of ``count`` rows joined into one JSON array, as the Python SDK's; None
+    when that cannot be trusted (not JSON, another length: a damaged row such as '1,2'
+    can still join into valid JSON; a row that is not an item, to be reported by its id):
+    then each row is read on its own."""
+    if joined is None:
+        return None
+    try:
+        parsed = orjson.loads(joined)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(parsed, list) or len(parsed) != count:
+        return None
+    try:
+        items = [read_item(item, True) for item in parsed]
+    except Exception:  # a malformed item of a known type
+        return None
+    return None if None in items else items
+
+
+class RowStore(Protocol):
+    """The row I/O an :class:`ItemStoreSession` and compaction need of a store: what a
+    backend provides (this file's :class:`ItemStore`; PostgreSQL's in
+    :mod:`sessiontape.storage.backends.postgres`). Rows hold item JSON; every conversion
+    between the SDKs' shapes is :class:`ItemStoreSession`'s."""
+
+    reported: set[int]
+
+    @property
+    def where(self) -> str: ...
+
+    def holds_data(self) -> bool: ...
+
+    async def pair_rows(self, user_id: str, session_name: str) -> list[tuple[int, str]]: ...
+
+    async def pair_items(self, user_id: str, session_name: str, limit: int | None,
+                         where: str) -> list[TResponseInputItem]: ...
+
+    async def insert_rows(self, user_id: str, session_name: str, created: int,
+                          encoded: list[str]) -> None: ...
+
+    async def call_rows(self, user_id: str, session_name: str,
+                        call_id: str) -> list[tuple[int, str]]: ...
+
+    async def pop_row(self, user_id: str, session_name: str
+                      ) -> tuple[int, int, str] | None: ...
+
+    async def restore_row(self, user_id: str, session_name: str,
+                          row: tuple[int, int, str]) -> None: ...
+
+    async def delete_pair(self, user_id: str, session_name: str) -> None: ...
+
+    async def replace_rows(self, info: CompactionRow, archived_ids: list[int],
+                           replacement: list[str], read_ids: list[int]) -> bool: ...
+
+    async def archived_rows(self, user_id: str,
+                            session_name: str) -> list[tuple[int, str, str]]: ...
+
+
+class ItemStoreSession(SessionABC):
+    """The Agents SDK ``Session`` over one pair's rows of a store (a :class:`RowStore`:
+    the SQLite :class:`ItemStore`, or PostgreSQL's)."""
+
+    def __init__(self, store: RowStore, user_id: str, session_name: str,
+                 session_settings: SessionSettings | None = None,
+                 redactor: Redactor | None = None) -> None:
+        self.store = store
+        self.redactor = redactor
+        self.user_id = user_id
+        self.session_name = session_name
+        self.session_id = f"{user_id}:{session_name}"
+        self.session_settings = session_settings
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """All items in order, or the latest ``limit`` of them (still in order).
+
+        A row that is not an item counts toward ``limit`` (it is skipped).
+        """
+        limit = resolve_session_limit(limit, self.session_settings)
+        if limit is not None and limit <= 0:
+            return []
+        return await self.store.pair_items(self.user_id, self.session_name, limit,
+                                           self.session_id)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` in one transaction; they share one ``created_at`` (Unix ms).
@@ -482,11 +627,7 @@ class ItemStoreSession(SessionABC):
             if name is not None:
                 names[call_id] = name
         encoded = [item_json(row) for row in self._protocol_items(items, names)]
-        # A batch of over 32 000 items is split into several statements (not atomic).
-        for start in range(0, len(encoded), MAX_ROWS_PER_STATEMENT):
-            chunk = encoded[start:start + MAX_ROWS_PER_STATEMENT]
-            await self.store.execute(_insert_sql(len(chunk)),
-                                     (self.user_id, self.session_name, created, *chunk))
+        await self.store.insert_rows(self.user_id, self.session_name, created, encoded)
 
     def _protocol_items(self, items: list[Any], names: dict[str, str]) -> list[Any]:
         """``items`` as protocol items (a protocol ``function_call_result`` carries its
@@ -507,11 +648,7 @@ class ItemStoreSession(SessionABC):
 
     async def _stored_call_name(self, call_id: str) -> str | None:
         """The tool name of the stored function call ``call_id`` (either shape), if any."""
-        quoted = orjson.dumps(call_id).decode()
-        rows = await self.store.execute(
-            f"SELECT id, item_json FROM session_items {WHERE_PAIR} AND "
-            "(instr(item_json, ?) > 0 OR instr(item_json, ?) > 0) ORDER BY id DESC LIMIT 8",
-            (self.user_id, self.session_name, f'"callId":{quoted}', f'"call_id":{quoted}'))
+        rows = await self.store.call_rows(self.user_id, self.session_name, call_id)
         for _, item in decode_rows(rows, self.session_id, self.store.reported):
             if isinstance(item, dict) and item.get("type") == "function_call" \
                     and item.get("call_id") == call_id and isinstance(item.get("name"), str):
@@ -523,25 +660,16 @@ class ItemStoreSession(SessionABC):
 
         Rows that are not JSON objects are left where they are (get_items skips them).
         """
-        rows = await self.store.execute(
-            "DELETE FROM session_items WHERE id = (SELECT id FROM session_items "
-            f"{WHERE_PAIR} AND json_valid(item_json) "
-            "AND substr(ltrim(item_json, ' ' || char(9, 10, 13)), 1, 1) = '{' "
-            f"{ORDER_DESC} LIMIT 1) RETURNING id, created_at, item_json",
-            (self.user_id, self.session_name))
-        if not rows:
+        row = await self.store.pop_row(self.user_id, self.session_name)
+        if row is None:
             return None
-        (row_id, created, text), = rows
-        items = self._decode([(row_id, text)])
-        if not items:  # SQLite took it for JSON and we cannot read it: put it back
-            await self.store.execute(
-                "INSERT INTO session_items (id, user_id, session_name, created_at, item_json) "
-                "VALUES (?, ?, ?, ?, ?)", (row_id, self.user_id, self.session_name, created, text))
+        items = decode_rows([(row[0], row[2])], self.session_id, self.store.reported)
+        if not items:  # the store took it for JSON and we cannot read it: put it back
+            await self.store.restore_row(self.user_id, self.session_name, row)
             return None
-        return items[0]
+        item: TResponseInputItem = items[0][1]
+        return item
 
     async def clear_session(self) -> None:
         """Delete every item of this pair."""
-        await self.store.execute(f"DELETE FROM session_items {WHERE_PAIR}",
-                                 (self.user_id, self.session_name))
-        self.store.snapshots.pop((self.user_id, self.session_name), None)
+        await self.store.delete_pair(self.user_id, self.session_name)

@@ -20,8 +20,16 @@ from ..names import safe_join, sanitize_agent_name
 from ..paths import AgentUseRoots
 from ..tables import LINKS_TABLE
 
-__all__ = ["LINKS_TABLE", "SCHEMA", "agentuse_dir_for", "find_agentuse_dir", "find_linked_dir",
-           "link_rows", "read_links"]
+__all__ = [
+    "LINKS_TABLE",
+    "SCHEMA",
+    "agentuse_dir_for",
+    "find_agentuse_dir",
+    "find_linked_dir",
+    "link_rows",
+    "new_session_dir",
+    "read_links",
+]
 
 log = logging.getLogger("sessiontape")
 
@@ -130,7 +138,7 @@ def agentuse_dir_for(store_file: Path, user_id: str, session_name: str,
     with closing(_connect(store_file)) as conn:
         linked = conn.execute(_SELECT, pair).fetchone()
         if linked is None:
-            new = _new_session_dir(sessions_root, sanitize_agent_name(agent_name))
+            new = new_session_dir(sessions_root, sanitize_agent_name(agent_name))
             conn.execute(f"INSERT OR IGNORE INTO {LINKS_TABLE} VALUES (?, ?, ?)", (*pair, new))
             return Path(conn.execute(_SELECT, pair).fetchone()[0])
         today = find_linked_dir(linked[0], AgentUseRoots.today(sessions_root))
@@ -138,7 +146,7 @@ def agentuse_dir_for(store_file: Path, user_id: str, session_name: str,
             return Path(linked[0])
         if today is None:
             split = split_session_dir_name(Path(linked[0]).name)
-            target = _new_session_dir(sessions_root,
+            target = new_session_dir(sessions_root,
                                       split[1] if split else sanitize_agent_name(agent_name))
         else:
             target = today
@@ -150,7 +158,7 @@ def agentuse_dir_for(store_file: Path, user_id: str, session_name: str,
         return Path(conn.execute(_SELECT, pair).fetchone()[0])
 
 
-def _new_session_dir(sessions_root: Path, agent: str) -> str:
+def new_session_dir(sessions_root: Path, agent: str) -> str:
     """A new top-level session directory under ``sessions_root``, as text (not made)."""
     return str(safe_join(sessions_root, f"{_short_id_unused(sessions_root)}-{agent}"))
 

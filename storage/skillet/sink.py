@@ -14,7 +14,8 @@ its ``agent_tool_end`` step (``result``: the text the model saw) and adds
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from ..events import (
     AgentEnded,
@@ -39,7 +40,13 @@ from ..times import ms_to_iso
 from . import log_entries as entry
 from .replay_log import ReplayLog
 
-__all__ = ["SkilletLogSink"]
+__all__ = ["EntryLog", "SkilletLogSink"]
+
+
+class EntryLog(Protocol):
+    """Where a conversation's log lines can go besides its file (a server's log table)."""
+
+    def append_many(self, entries: Sequence[dict[str, Any]]) -> None: ...
 
 
 class SkilletLogSink:
@@ -57,8 +64,10 @@ class SkilletLogSink:
     appended to).
     """
 
-    def __init__(self, log: ReplayLog, where: dict[str, Any] | None = None) -> None:
+    def __init__(self, log: ReplayLog, where: dict[str, Any] | None = None,
+                 copies: Sequence[EntryLog] = ()) -> None:
         self.log = log
+        self.copies = list(copies)  # where each batch's lines also go (a server's log)
         # Keys on each turn's user_message: the format, the conversation by its raw names
         # (userId, sessionName: the log's file name has them sanitized), where the run
         # happened (cwd, projectRoot) and the AgentUse session it is also recorded in
@@ -92,11 +101,19 @@ class SkilletLogSink:
             handler(event)  # type: ignore[operator]
 
     def flush(self) -> None:
-        """Append the lines of the batch, in one write."""
+        """Append the lines of the batch, in one write, to the file and then to each copy
+        (each is tried whatever the others did; the first failure is raised)."""
         lines, self._lines = self._lines, []
         self._ends.clear()
         self._open_text = None
-        self.log.append_many(lines)
+        failure: Exception | None = None
+        for target in (self.log, *self.copies):
+            try:
+                target.append_many(lines)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _add(self, line: dict[str, Any]) -> None:
         self._lines.append(line)
