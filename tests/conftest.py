@@ -6,9 +6,12 @@ The scaffolding for driving the executable (processes, terminals, waits, snapsho
 
 from __future__ import annotations
 
+import os
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from harness import isolated_environ
@@ -55,3 +58,62 @@ def browser() -> Iterator[Browser]:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM))
         yield launched
         launched.close()
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+# The tests marked `postgres` run against a real server: SESSIONTAPE_TEST_POSTGRES (default
+# the local one .ci/run starts). Without one they are not run, and the run says so once;
+# with SESSIONTAPE_TEST_POSTGRES_REQUIRED set (CI), a missing server fails the run.
+POSTGRES = os.environ.get("SESSIONTAPE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _postgres_missing(config: pytest.Config) -> str | None:
+    """Why the server cannot be used (None: it can); asked once per process."""
+    if not hasattr(config, "_postgres_missing"):
+        try:
+            import psycopg
+
+            psycopg.connect(POSTGRES, connect_timeout=3).close()
+            config._postgres_missing = None  # type: ignore[attr-defined]
+        except Exception as exc:  # ImportError too: the postgres extra is not installed
+            config._postgres_missing = f"{type(exc).__name__}: {exc}".splitlines()[0]  # type: ignore[attr-defined]
+    missing: str | None = config._postgres_missing  # type: ignore[attr-defined]
+    return missing
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = [item for item in items if item.get_closest_marker("postgres")]
+    if not wanted or _postgres_missing(config) is None:
+        return
+    if os.environ.get("SESSIONTAPE_TEST_POSTGRES_REQUIRED"):
+        raise pytest.UsageError(f"the PostgreSQL tests need {POSTGRES}: "
+                                f"{_postgres_missing(config)}")
+    config.hook.pytest_deselected(items=wanted)
+    items[:] = [item for item in items if not item.get_closest_marker("postgres")]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    wanted = config.getoption("markexpr") != "not postgres"
+    if wanted and _postgres_missing(config) is not None:
+        terminalreporter.write_line(
+            f"sessiontape: the PostgreSQL tests were not run: no server at {POSTGRES} "
+            f"({_postgres_missing(config)}); set SESSIONTAPE_TEST_POSTGRES to one")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A store URL of its own: a new schema on the test server, dropped afterwards."""
+    import psycopg
+
+    schema = f"st_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    separator = "&" if "?" in POSTGRES else "?"
+    try:
+        yield f"{POSTGRES}{separator}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")

@@ -854,7 +854,8 @@ def test_a_store_keeps_the_converted_items_of_a_bounded_number_of_pairs(db: Path
             session = store.session(USER, name)
             await session.add_items([msg(name)])
             assert await session.get_items() == [msg(name)]
-        assert len(store.snapshots) == MAX_SNAPSHOTS
-        assert (USER, names[0]) not in store.snapshots and (USER, names[-1]) in store.snapshots
+        assert len(store.snapshots.by_pair) == MAX_SNAPSHOTS
+        assert (USER, names[0]) not in store.snapshots.by_pair
+        assert (USER, names[-1]) in store.snapshots.by_pair
         assert await store.session(USER, names[0]).get_items() == [msg(names[0])]
     run_store(body, db)

@@ -39,6 +39,7 @@ VERBS = {
     "serve": Verb("serve", "a local web viewer of every conversation, live (web extra)"),
     "mcp": Verb("mcp", "the recorded sessions as a read-only MCP server over stdio"),
     "replay": Verb("replay", "replay a recorded session against its recorded model answers"),
+    "store": Verb("store", "copy a store between SQLite and PostgreSQL; what a store holds"),
 }
 
 

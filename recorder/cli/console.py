@@ -202,6 +202,15 @@ def warnings_in_one_line(fresh_line: Callable[[], None] | None = None) -> None:
     logger.propagate = False
 
 
+def store_option(parser: argparse.ArgumentParser, what: str = "read") -> None:
+    """``--store LOCATION``: the item store a verb reads or writes, a SQLite file or a
+    ``postgresql://`` URL (default: ``SESSIONTAPE_STORE``, else the skillet file)."""
+    parser.add_argument("--store", default=None, metavar="URL",
+                        help=f"the store to {what}: a postgresql:// URL (a store many hosts "
+                             "share: docs/postgres.md) or a SQLite file (default: "
+                             "$SESSIONTAPE_STORE, else the skillet store file)")
+
+
 def project_option(parser: argparse.ArgumentParser) -> None:
     """``--project DIR``: the project whose AgentUse tree a verb reads (every verb says it
     the same way)."""

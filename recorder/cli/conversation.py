@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -29,6 +30,7 @@ from agents import Agent, RunConfig
 
 from sessiontape.storage.json_style import value_text
 from sessiontape.storage.skillet.compaction import CompactionInfo
+from sessiontape.storage.skillet.item_store import ItemStore
 from sessiontape.storage.skillet.log_owners import find_log_path
 from sessiontape.storage.skillet.log_reader import SessionLogReader, Turn
 
@@ -38,6 +40,8 @@ from ..recorder import Recorder
 from ..writer import EXIT_FLUSH_TIMEOUT, WRITER
 from .console import EXIT_INTERRUPTED, Style, plural
 from .transcript import render_turns
+
+log = logging.getLogger("sessiontape")
 
 __all__ = ["AgentSource", "Conversation", "Outcome", "Output", "RunInterrupted",
            "describe_compaction", "exit_now", "leave", "leave_on_ctrl_c", "left_behind",
@@ -146,7 +150,7 @@ class Conversation:
 
     def __init__(self, source: AgentSource, *, user_id: str, session_name: str,
                  stream: bool = False, out: Output | None = None, color: bool = False,
-                 prefix: str = "") -> None:
+                 prefix: str = "", store: str | None = None) -> None:
         self.source = source
         self.stream = stream
         self.out = out or Output()
@@ -154,7 +158,7 @@ class Conversation:
         self.style = Style(color)
         self.prefix = prefix
         self.recorder = Recorder(user_id=user_id, session_name=session_name,
-                                 prices=source.prices)
+                                 prices=source.prices, store=store)
         self.earlier = self.prior_turns()
         self.turns = len(self.earlier)  # turns so far, this process's included
         # No trace export without a key (the SDK would only warn about it).
@@ -170,7 +174,18 @@ class Conversation:
 
     def prior_turns(self) -> list[Turn]:
         """The turns recorded in the JSONL log so far (found without claiming a log: a
-        conversation left before its first turn leaves nothing behind)."""
+        conversation left before its first turn leaves nothing behind). With a server's
+        store, every host's: the log here is brought up to date from it first."""
+        store = self.recorder.store
+        if not isinstance(store, ItemStore):
+            from sessiontape.storage.backends.transfer import materialize_logs
+
+            try:
+                materialize_logs(store.url, user_id=self.user_id,
+                                 session_name=self.session_name)
+            except OSError as exc:  # the server is out of reach: the turns recorded here
+                log.warning("sessiontape: the earlier turns of other hosts are not shown: %s",
+                            exc)
         path = find_log_path(self.user_id, self.session_name)
         return SessionLogReader(path).turns() if path is not None else []
 

@@ -21,10 +21,11 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sessiontape.storage.backends import store_location
 from sessiontape.storage.catalog.index import Catalog, CatalogUnavailable, Listed
 from sessiontape.storage.db import damage
 from sessiontape.storage.names import AmbiguousUserError, match_user
-from sessiontape.storage.paths import Locations, SkilletPaths
+from sessiontape.storage.paths import Locations
 
 from .console import EXIT_FAILURE, EXIT_USAGE, eprint, printable
 
@@ -74,11 +75,15 @@ def say_store_damage(prog: str, where: Locations) -> None:
         _said.add(where.store_file)
 
 
-def store_refuses_run(prog: str) -> bool:
-    """Whether the item store is damaged: then nothing is run (the model would not get the
-    conversation's history, kept there, and nothing could be stored), said in one line."""
+def store_refuses_run(prog: str, store: str | None = None) -> bool:
+    """Whether the item store (a file: ``store``, else the default one) is damaged: then
+    nothing is run (the model would not get the conversation's history, kept there, and
+    nothing could be stored), said in one line. A server's store answers for itself."""
+    where = store_location(store)
+    if isinstance(where, str):
+        return False
     return store_problem(prog, "nothing was run (the conversation's history is kept there)",
-                         damage(SkilletPaths.resolve().store_file))
+                         damage(where))
 
 
 def _progress() -> Progress | None:

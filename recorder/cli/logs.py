@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from sessiontape.storage.backends import store_location
 from sessiontape.storage.json_style import dumps_compact
 from sessiontape.storage.paths import SkilletPaths
 from sessiontape.storage.skillet.agentrun_stream import AgentrunLines
@@ -17,7 +18,16 @@ from sessiontape.storage.skillet.log_follow import LogSource, LogStream, StreamF
 from sessiontape.storage.times import parse_since
 
 from . import VERBS
-from .console import EXIT_OK, EXIT_USAGE, eprint, printable, use_color
+from .console import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    eprint,
+    printable,
+    say_extra_missing,
+    store_option,
+    use_color,
+)
 from .transcript import EntryFormatter
 
 
@@ -30,6 +40,10 @@ def _since(text: str) -> datetime:
 
 def cmd_log_stream(args: argparse.Namespace) -> int:
     """Print every replay log, then follow them (``--no-follow``: stop after catching up)."""
+    store = store_location(args.store) if args.logs_dir is None else None
+    if args.store is not None and args.logs_dir is not None:
+        eprint("sessiontape log stream: --store and --logs-dir name two places: give one")
+        return EXIT_USAGE
     if args.logs_dir is not None and not args.logs_dir.is_dir():  # a typo: not waited for
         said = "not a directory" if os.path.lexists(args.logs_dir) else "no such directory"
         eprint(printable(f"sessiontape log stream: --logs-dir {args.logs_dir}: {said}"))
@@ -62,9 +76,19 @@ def cmd_log_stream(args: argparse.Namespace) -> int:
         out.flush()
         eprint(f"sessiontape: log stream: {printable(text)}")
 
-    stream = LogStream(root, on_entries=on_entries, on_problem=on_problem, on_notice=on_notice,
-                       filter=StreamFilter(args.user, args.session, args.since),
-                       notify=not args.poll)
+    stream_filter = StreamFilter(args.user, args.session, args.since)
+    stream: Any
+    if isinstance(store, str):  # a server's store: every host's lines
+        try:
+            from sessiontape.storage.backends.postgres_log import StoreLogStream
+        except ImportError as exc:
+            return say_extra_missing("sessiontape log stream", "--store with a URL",
+                                     "postgres", exc)
+        stream = StoreLogStream(store, on_entries=on_entries, on_problem=on_problem,
+                                on_notice=on_notice, filter=stream_filter)
+    else:
+        stream = LogStream(root, on_entries=on_entries, on_problem=on_problem,
+                           on_notice=on_notice, filter=stream_filter, notify=not args.poll)
     try:
         stream.run(follow=follow)
         out.flush()
@@ -74,6 +98,9 @@ def cmd_log_stream(args: argparse.Namespace) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, out.fileno())
         os.close(devnull)
+    except OSError as exc:  # a store's server that cannot be reached
+        eprint(printable(f"sessiontape log stream: {exc}"))
+        return EXIT_FAILURE
     return EXIT_OK
 
 
@@ -125,6 +152,8 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="skip entries older than WHEN: a duration back from now "
                              "(30s, 10m, 2h, 1d, 1w) or an ISO-8601 time (local time "
                              "unless it has a zone, e.g. 2026-05-27T20:00:00Z)")
+    store_option(stream, "follow: with a postgresql:// URL, every host's lines, live "
+                         "(LISTEN/NOTIFY), instead of the log files here")
     stream.add_argument("--poll", action="store_true",
                         help="poll instead of using file-system notifications")
     stream.set_defaults(handler=cmd_log_stream)

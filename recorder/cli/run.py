@@ -33,6 +33,7 @@ from .console import (
     eprint,
     plural,
     printable,
+    store_option,
     use_color,
     warnings_in_one_line,
 )
@@ -63,7 +64,7 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
         return EXIT_USAGE
     from .finding import store_refuses_run
 
-    if store_refuses_run(f"sessiontape {verb}"):  # before the Agents SDK is loaded
+    if store_refuses_run(f"sessiontape {verb}", args.store):  # before the SDK is loaded
         return EXIT_FAILURE
     from .agent_loader import AgentLoadError, load_agent
     from .conversation import AgentSource, Conversation, Output
@@ -85,7 +86,8 @@ def _open(args: argparse.Namespace, verb: str, stream: bool, prefix: str = "") -
     session_name = args.session_name or default_session_name()
     try:
         conversation = Conversation(source, user_id=args.user_email, session_name=session_name,
-                                    stream=stream, out=out, color=use_color(), prefix=prefix)
+                                    stream=stream, out=out, color=use_color(), prefix=prefix,
+                                    store=args.store)
     except ValueError as exc:  # a name the Recorder refuses: not text (undecodable bytes)
         eprint(printable(f"sessiontape {verb}: {exc}"))
         return EXIT_USAGE
@@ -308,6 +310,7 @@ def _common(parser: argparse.ArgumentParser, *, stream: bool) -> None:
                              "(needs OPENAI_API_KEY)")
     parser.add_argument("--stream", action=argparse.BooleanOptionalAction, default=stream,
                         help="print the answer as it arrives (default: %(default)s)")
+    store_option(parser, "record into (and continue from)")
 
 
 def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

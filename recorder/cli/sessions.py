@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from sessiontape.storage.backends import store_location
 from sessiontape.storage.catalog.selection import STATUSES
 from sessiontape.storage.paths import Locations
 from sessiontape.storage.times import shown_time
@@ -27,6 +28,8 @@ from .console import (
     print_json,
     printable,
     project_option,
+    say_extra_missing,
+    store_option,
     table,
     terminal_width,
     use_color,
@@ -392,6 +395,39 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if report["failed"] else EXIT_OK
 
 
+def cmd_materialize(args: argparse.Namespace) -> int:
+    """Write the conversations of a PostgreSQL store out on this host (logs and trees)."""
+    location = store_location(args.store)
+    if not isinstance(location, str):
+        eprint(printable(f"{PROG} materialize: {location} is a SQLite store, kept on this "
+                         "host already: give a postgresql:// URL (--store or "
+                         "$SESSIONTAPE_STORE)"))
+        return EXIT_USAGE
+    import asyncio  # (not at the top: list and show load no asyncio)
+
+    try:
+        from sessiontape.materialize import materialize
+    except ImportError as exc:
+        return say_extra_missing(f"{PROG} materialize", "a PostgreSQL store", "postgres", exc)
+    try:
+        done = asyncio.run(materialize(location, user_id=args.user,
+                                       session_name=args.session_name))
+    except OSError as exc:
+        eprint(printable(f"{PROG} materialize: {exc}"))
+        return EXIT_FAILURE
+    kept = [one for one in done if one.log.outcome.startswith("kept")]
+    if args.json:
+        print_json([one.to_json() for one in done])
+    else:
+        for one in done:
+            print(printable(f"{one.log.user_id}/{one.log.session_name}: log {one.log.outcome} "
+                            f"({plural(one.log.lines, 'line')}, {one.log.path}); tree "
+                            f"{one.tree_outcome}" + (f" ({one.tree})" if one.tree else "")))
+        if not done:
+            print("no conversation in the store")
+    return EXIT_FAILURE if kept else EXIT_OK
+
+
 # -- registration -----------------------------------------------------------------------
 
 
@@ -585,3 +621,20 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     prune.add_argument("--json", action="store_true",
                        help="print what was (or would be) removed as JSON")
     prune.set_defaults(handler=cmd_prune)
+
+    materialize = sub.add_parser(
+        "materialize", help="write a PostgreSQL store's conversations out on this host",
+        description="Each host writes the AgentUse tree and the JSONL log of the turns it ran; "
+                    "the store (--store URL or $SESSIONTAPE_STORE) has every host's. Writes "
+                    "each conversation's log here whole (a log here with lines the store "
+                    "lacks is kept as it is and reported: exit 1), and the AgentUse tree of "
+                    "one with none here, rebuilt from its log under the directory name the "
+                    "store links (docs/postgres.md). Then every verb reads them here.")
+    store_option(materialize)
+    materialize.add_argument("--user", default=None, metavar="U",
+                             help="only this user's conversations (the exact user id)")
+    materialize.add_argument("--session-name", default=None, metavar="S",
+                             help="only conversations of this name")
+    materialize.add_argument("--json", action="store_true",
+                             help="print what was done, one object a conversation")
+    materialize.set_defaults(handler=cmd_materialize)

@@ -46,12 +46,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 import psycopg
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..json_style import dumps_compact
 from ..names import safe_join, sanitize_agent_name
 from ..paths import AgentUseRoots
-from ..skillet.item_store import ItemStoreSession, decode_rows, read_joined
+from ..skillet.item_store import ItemStoreSession, Snapshots, decode_rows, read_joined
 from ..skillet.links import find_linked_dir, new_session_dir
 from ..tables import (
     ARCHIVE_TABLE,
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from ..redaction import Redactor
 
 __all__ = ["LOG_CHANNEL", "LOG_TABLE", "MIGRATIONS", "PostgresLog", "PostgresStore",
-           "StoreUnavailable", "is_store_url", "redacted"]
+           "StoreUnavailable", "redacted", "store_facts"]
 
 log = logging.getLogger("sessiontape")
 
@@ -78,7 +78,10 @@ LOG_CHANNEL = "sessiontape_log"  # NOTIFY channel: payload [user_id, session_nam
 MAX_NOTIFY_BYTES = 7900  # PostgreSQL's payload limit is 8000 bytes
 MIGRATION_LOCK = 0x5E55_1074  # the advisory lock migrations hold (any constant of ours)
 MAX_PENDING = 100_000  # items or log lines of one conversation kept for the next write
-CONNECT_TIMEOUT_S = 10
+CONNECT_TIMEOUT_S = 10  # to open a connection
+READ_WAIT_S = 5.0  # for a pooled connection, to read (a run's history: worth waiting for)
+WRITE_WAIT_S = 1.0  # for a pooled connection, to write (kept and sent later when it fails)
+RETRY_AFTER_S = 1.0  # after a failure, writes fail at once for this long
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "the item store, compaction, links and the replay log", f"""
@@ -216,6 +219,8 @@ class PostgresStore:
         self._pool: AsyncConnectionPool | None = None
         self._opening: asyncio.Future[AsyncConnectionPool] | None = None
         self._pending: dict[tuple[str, str], tuple[int, list[str]]] = {}  # items to write
+        self._down_until = 0.0  # monotonic time before which writes fail at once
+        self.snapshots = Snapshots()  # the pairs read lately (see pair_items)
 
     @property
     def where(self) -> str:
@@ -244,18 +249,18 @@ class PostgresStore:
         return await asyncio.shield(self._opening)
 
     async def _open(self) -> AsyncConnectionPool:
+        # One connection first: a server out of reach says so at once (the pool would
+        # retry in the background), and the schema is brought up to date.
+        async with await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                application_name="sessiontape") as conn:
+            await migrate(conn)
         pool = AsyncConnectionPool(
             self.url, min_size=1, max_size=self.max_connections, open=False,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
                     "application_name": "sessiontape"},
-            timeout=CONNECT_TIMEOUT_S, name="sessiontape")
-        try:
-            await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
-            async with pool.connection() as conn:
-                await migrate(conn)
-        except BaseException:
-            await pool.close()
-            raise
+            timeout=READ_WAIT_S, name="sessiontape")
+        await pool.open(wait=False)
         self._pool = pool
         return pool
 
@@ -264,37 +269,59 @@ class PostgresStore:
         return StoreUnavailable(f"PostgreSQL store {self.where}: {_scrubbed(text, self.url)}")
 
     async def _with_connection(self, work: Callable[[psycopg.AsyncConnection[Any]],
-                                                    Awaitable[T]]) -> T:
-        """Run ``work`` with a pooled connection (on the store's loop). A connection that
-        fails before ``work`` could commit anything is replaced and ``work`` tried once
-        more (see the module doc); psycopg's errors leave as :class:`StoreUnavailable`."""
+                                                    Awaitable[T]], wait: float) -> T:
+        """Run ``work`` with a pooled connection (on the store's loop), waiting at most
+        ``wait`` seconds for one. A connection that fails before ``work`` could commit
+        anything is replaced and ``work`` tried once more (see the module doc); psycopg's
+        errors leave as :class:`StoreUnavailable`."""
         for attempt in range(2):
             try:
                 pool = await self._get_pool()
-                async with pool.connection() as conn:
+                async with pool.connection(timeout=wait) as conn:
                     return await work(conn)
             except psycopg.OperationalError as exc:
                 if attempt or not _dropped(exc):
                     raise self._failure(exc) from None
-            except (psycopg.Error, OSError) as exc:
+                if self._pool is not None:  # the others the server dropped go too
+                    await self._pool.check()
+            except (psycopg.Error, PoolTimeout, OSError) as exc:
                 if isinstance(exc, StoreUnavailable):
                     raise
                 raise self._failure(exc) from None
-            except Exception as exc:  # the pool's own (PoolTimeout): the server is down
-                if type(exc).__module__.startswith("psycopg_pool"):
-                    raise self._failure(exc) from None
-                raise
         raise AssertionError("unreachable")
 
-    async def _run(self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
-        """:meth:`_with_connection` on the store's loop, awaited from any loop. Cancelling
-        the caller does not cut a statement short (it ends on the store's loop)."""
-        future = self._store_loop().submit(self._with_connection(work))
-        return await asyncio.shield(asyncio.wrap_future(future))
+    def _submit(self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
+                write: bool) -> Future[T]:
+        """``work`` on the store's loop. A write while the server is known to be out of
+        reach fails at once (:data:`RETRY_AFTER_S` after the last failure it is tried
+        again): a run is never held up waiting for a server that is down."""
+        if write and time.monotonic() < self._down_until:
+            raise StoreUnavailable(f"PostgreSQL store {self.where}: out of reach (tried again "
+                                   f"at the next write after {RETRY_AFTER_S:g} s)")
+        future = self._store_loop().submit(
+            self._with_connection(work, WRITE_WAIT_S if write else READ_WAIT_S))
+        future.add_done_callback(self._note_outcome)
+        return future
 
-    def run_sync(self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
-        """:meth:`_with_connection` from a thread without an event loop (the writer's)."""
-        return self._store_loop().submit(self._with_connection(work)).result()
+    def _note_outcome(self, future: Future[Any]) -> None:
+        failed = not future.cancelled() and isinstance(future.exception(), StoreUnavailable)
+        self._down_until = time.monotonic() + RETRY_AFTER_S if failed else 0.0
+
+    async def _run(self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
+                   *, write: bool = False) -> T:
+        """``work`` on the store's loop, awaited from any loop. Cancelling the caller does
+        not cut a statement short (it ends on the store's loop)."""
+        return await asyncio.shield(asyncio.wrap_future(self._submit(work, write)))
+
+    def run_sync(self, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *,
+                 write: bool = False) -> T:
+        """``work`` from a thread without an event loop (the recorder's writer)."""
+        return self._submit(work, write).result()
+
+    def prepare(self) -> None:
+        """Connect and bring the schema up to date now (from a thread without an event
+        loop); StoreUnavailable when the server cannot be reached."""
+        self.run_sync(_connected)
 
     async def close(self) -> None:
         """Close the pool and its loop (a later call opens them again)."""
@@ -349,35 +376,50 @@ class PostgresStore:
 
     async def pair_items(self, user_id: str, session_name: str, limit: int | None,
                          where: str) -> list[TResponseInputItem]:
+        """The pair's items as the Python SDK's (the latest ``limit``), in order. A full read
+        converts only the rows added since the last one, as the file store does
+        (:class:`~sessiontape.storage.skillet.item_store.Snapshot`): a row another host
+        committed out of id order, or deleted, is seen by the count and read whole."""
         await self._write_pending(user_id, session_name)
         pair = (user_id, session_name)
+        snapshot = None if limit is not None else self.snapshots.get(pair)
+        if snapshot is not None:
+            last_id = snapshot.last_id
+
+            async def since(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+                cur = await conn.execute(
+                    "SELECT id, item_json, (SELECT COUNT(*) FROM session_items "
+                    f"WHERE {PAIR} AND id <= %s) FROM session_items WHERE {PAIR} "
+                    f"AND id >= %s {ORDER}", (*pair, last_id, *pair, last_id))
+                return list(await cur.fetchall())
+            items = self.snapshots.follow(snapshot, await self._run(since), where,
+                                          self.reported)
+            if items is not None:
+                return items
         latest = "" if limit is None else f" ORDER BY created_at DESC, id DESC LIMIT {int(limit)}"
-        rows_sql = f"SELECT id, item_json, created_at FROM session_items WHERE {PAIR}{latest}"
 
-        async def work(conn: psycopg.AsyncConnection[Any]) -> tuple[int, str | None]:
-            # One text of every row joined (one value to send and parse, not one a row).
+        async def read(conn: psycopg.AsyncConnection[Any]) -> list[tuple[int, str]]:
             cur = await conn.execute(
-                "SELECT COUNT(*), '[' || string_agg(item_json, ',' ORDER BY created_at, id) "
-                f"|| ']' FROM ({rows_sql}) AS r", pair)
-            row = await cur.fetchone()
-            assert row is not None
-            return row[0], row[1]
-
-        count, joined = await self._run(work)
-        if not count:
-            return []
-        items = read_joined(joined, count)
-        if items is not None:
-            return items
-
-        async def rows(conn: psycopg.AsyncConnection[Any]) -> list[tuple[int, str]]:
-            cur = await conn.execute(f"SELECT id, item_json FROM ({rows_sql}) AS r {ORDER}", pair)
+                "SELECT id, item_json FROM (SELECT id, item_json, created_at FROM "
+                f"session_items WHERE {PAIR}{latest}) AS r {ORDER}", pair)
             return [(row[0], row[1]) for row in await cur.fetchall()]
-        return [item for _, item in decode_rows(await self._run(rows), where, self.reported)]
+        rows = await self._run(read)
+        if not rows:
+            self.snapshots.forget(pair)
+            return []
+        # One JSON text of every row (one parse), else each row on its own (and reported).
+        items = read_joined("[" + ",".join(text for _, text in rows) + "]", len(rows))
+        if items is None:
+            items = [item for _, item in decode_rows(rows, where, self.reported)]
+        if limit is None:
+            self.snapshots.remember(pair, items, len(rows), rows[-1][0],
+                                    max(row_id for row_id, _ in rows))
+        return items
 
     async def insert_rows(self, user_id: str, session_name: str, created: int,
-                          encoded: list[str]) -> None:
-        """Append the rows in one statement, after those of a write that failed (kept)."""
+                          encoded: list[str], *, at_once: bool = True) -> None:
+        """Append the rows in one statement, after those of a write that failed (kept).
+        ``at_once``: fail at once while the server is known to be out of reach (else try)."""
         pair = (user_id, session_name)
         with self._lock:
             earlier = self._pending.pop(pair, None)
@@ -391,7 +433,7 @@ class PostgresStore:
                 (*pair, [c for c, texts in batches for _ in texts],
                  [text for _, texts in batches for text in texts]))
         try:
-            await self._run(work)
+            await self._run(work, write=at_once)
         except StoreUnavailable:
             kept = [text for _, texts in batches for text in texts]
             dropped = max(0, len(kept) - MAX_PENDING)
@@ -405,7 +447,7 @@ class PostgresStore:
     async def _write_pending(self, user_id: str, session_name: str) -> None:
         """Write the items a failed write kept, before anything reads the pair."""
         if (user_id, session_name) in self._pending:  # written now, or kept again
-            await self.insert_rows(user_id, session_name, 0, [])
+            await self.insert_rows(user_id, session_name, 0, [], at_once=False)
 
     async def call_rows(self, user_id: str, session_name: str,
                         call_id: str) -> list[tuple[int, str]]:
@@ -431,7 +473,7 @@ class PostgresStore:
                 (user_id, session_name))
             row = await cur.fetchone()
             return (row[0], row[1], row[2]) if row is not None else None
-        return await self._run(work)
+        return await self._run(work, write=True)
 
     async def restore_row(self, user_id: str, session_name: str,
                           row: tuple[int, int, str]) -> None:
@@ -439,15 +481,16 @@ class PostgresStore:
             await conn.execute(
                 "INSERT INTO session_items (id, user_id, session_name, created_at, item_json) "
                 "VALUES (%s, %s, %s, %s, %s)", (row[0], user_id, session_name, row[1], row[2]))
-        await self._run(work)
+        await self._run(work, write=True)
 
     async def delete_pair(self, user_id: str, session_name: str) -> None:
         with self._lock:
             self._pending.pop((user_id, session_name), None)
+        self.snapshots.forget((user_id, session_name))
 
         async def work(conn: psycopg.AsyncConnection[Any]) -> None:
             await conn.execute(f"DELETE FROM session_items WHERE {PAIR}", (user_id, session_name))
-        await self._run(work)
+        await self._run(work, write=True)
 
     async def replace_rows(self, info: CompactionRow, archived_ids: list[int],
                            replacement: list[str], read_ids: list[int]) -> bool:
@@ -481,7 +524,7 @@ class PostgresStore:
                     f"INSERT INTO {COMPACTIONS_TABLE} VALUES "
                     "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", info)
             return True
-        return await self._run(work)
+        return await self._run(work, write=True)
 
     async def archived_rows(self, user_id: str,
                             session_name: str) -> list[tuple[int, str, str]]:
@@ -512,7 +555,7 @@ class PostgresStore:
             row = await cur.fetchone()
             assert row is not None
             return str(row[0])
-        linked = self.run_sync(work)
+        linked = self.run_sync(work, write=True)
         return _here(linked, sessions_root)
 
     def find_agentuse_dir(self, user_id: str, session_name: str,
@@ -533,6 +576,10 @@ class PostgresStore:
         """The conversation's replay log lines in this database (the recorder writes them
         beside its JSONL file)."""
         return PostgresLog(self, user_id, session_name)
+
+
+async def _connected(conn: psycopg.AsyncConnection[Any]) -> None:
+    return None
 
 
 def _here(linked: str, sessions_root: Path) -> Path:
@@ -622,7 +669,7 @@ class PostgresLog:
                     note = orjson.dumps({"id": last_id}).decode()
                 await conn.execute("SELECT pg_notify(%s, %s)", (LOG_CHANNEL, note))
         try:
-            self.store.run_sync(work)
+            self.store.run_sync(work, write=True)
         except StoreUnavailable:
             dropped = max(0, len(lines) - MAX_PENDING)
             if dropped:
@@ -631,3 +678,30 @@ class PostgresLog:
             self._pending = lines[dropped:]
             raise
         self._pending = []
+
+
+def store_facts(url: str) -> dict[str, Any]:
+    """What the store at ``url`` holds: its location (redacted), schema version,
+    conversations, items, archived items, log lines and the hosts that wrote them."""
+    store = PostgresStore(url)
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> dict[str, Any]:
+        async def one(query: str) -> Any:
+            cur = await conn.execute(query.encode())
+            row = await cur.fetchone()
+            return row[0] if row is not None else None
+        return {
+            "store": store.where, "kind": "postgresql",
+            "schema_version": await one("SELECT MAX(version) FROM sessiontape_migrations"),
+            "conversations": await one("SELECT COUNT(*) FROM (SELECT DISTINCT user_id, "
+                                       "session_name FROM session_items) AS pairs"),
+            "items": await one("SELECT COUNT(*) FROM session_items"),
+            "archived_items": await one(f"SELECT COUNT(*) FROM {ARCHIVE_TABLE}"),
+            "log_lines": await one(f"SELECT COUNT(*) FROM {LOG_TABLE}"),
+            "hosts": await one(f"SELECT COALESCE(string_agg(DISTINCT host, ', '), '') "
+                               f"FROM {LOG_TABLE}"),
+        }
+    try:
+        return store.run_sync(work)
+    finally:
+        store.close_sync()

@@ -34,7 +34,7 @@ import psycopg
 
 from ..names import sanitize_log_name
 from ..skillet.log_follow import LogSource, OnEntries, StreamFilter
-from .postgres import CONNECT_TIMEOUT_S, LOG_CHANNEL, LOG_TABLE, redacted
+from .postgres import CONNECT_TIMEOUT_S, LOG_CHANNEL, LOG_TABLE, PostgresStore, redacted
 
 __all__ = ["PAGE", "RECONNECT_S", "StoreLogSource", "StoreLogStream"]
 
@@ -97,8 +97,14 @@ class StoreLogStream:
         return OSError(f"PostgreSQL store {self.where}: {text}")
 
     def open(self) -> None:
-        """Connect and listen; OSError (naming the store, never its password) when the
-        server cannot be reached."""
+        """Connect (the schema brought up to date: a store no host wrote yet is followed
+        too) and listen; OSError (naming the store, never its password) when the server
+        cannot be reached."""
+        store = PostgresStore(self.url)
+        try:
+            store.prepare()
+        finally:
+            store.close_sync()
         try:
             self._conn = self._connect()
         except psycopg.Error as exc:
@@ -236,5 +242,7 @@ class StoreLogStream:
             self.catch_up()
             if follow:
                 self.follow(stop)
+        except psycopg.Error as exc:  # a statement the server refused
+            raise self._fail(exc) from None
         finally:
             self.close()

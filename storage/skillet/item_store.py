@@ -63,8 +63,8 @@ from .items import read_item, to_protocol
 if TYPE_CHECKING:
     from .sink import EntryLog
 
-__all__ = ["ItemStore", "ItemStoreSession", "RowStore", "StoredSession", "decode_rows",
-           "item_json", "loads_item", "read_joined"]
+__all__ = ["ItemStore", "ItemStoreSession", "RowStore", "Snapshots", "StoredSession",
+           "decode_rows", "item_json", "loads_item", "read_joined"]
 
 log = logging.getLogger("sessiontape")
 
@@ -227,6 +227,48 @@ def _appended(joined: bytes, more: bytes) -> bytes:
     return more if joined == b"[]" else joined[:-1] + b"," + more[1:]
 
 
+class Snapshots:
+    """A store's :class:`Snapshot` of each pair read lately (at most :data:`MAX_SNAPSHOTS`:
+    the pair read longest ago goes first). Each store's own SQL finds the rows; what they
+    mean is here, once."""
+
+    def __init__(self) -> None:
+        self.by_pair: dict[tuple[str, str], Snapshot] = {}
+
+    def get(self, pair: tuple[str, str]) -> Snapshot | None:
+        return self.by_pair.get(pair)
+
+    def forget(self, pair: tuple[str, str]) -> None:
+        self.by_pair.pop(pair, None)
+
+    def remember(self, pair: tuple[str, str], items: list[Any], count: int, last_id: int,
+                 max_id: int) -> None:
+        """The pair's ``count`` rows read whole as ``items``; kept only when the last row
+        in order is the newest (``last_id == max_id``): a row after it in id but before it
+        in order would otherwise count as new."""
+        self.by_pair.pop(pair, None)
+        if last_id != max_id:
+            return
+        if len(self.by_pair) >= MAX_SNAPSHOTS:
+            del self.by_pair[next(iter(self.by_pair))]
+        self.by_pair[pair] = Snapshot(last_id, count, _joined(items))
+
+    def follow(self, snapshot: Snapshot, rows: Sequence[Sequence[Any]], where: str,
+               reported: set[int]) -> list[TResponseInputItem] | None:
+        """The pair's items, from ``rows``: its snapshot's last row and every row after it
+        in order ``(id, item_json, rows with an id up to the snapshot's)``; None when the
+        snapshot no longer holds (a row deleted, or added out of order): read it whole."""
+        if not rows or rows[0][0] != snapshot.last_id or rows[0][2] != snapshot.count:
+            return None
+        if len(rows) > 1:
+            added = [item for _, item in decode_rows((row[:2] for row in rows[1:]), where,
+                                                     reported)]
+            snapshot.joined = _appended(snapshot.joined, _joined(added))
+            snapshot.last_id = rows[-1][0]
+            snapshot.count += len(rows) - 1
+        return _parse(snapshot.joined)
+
+
 _SHARED: dict[Path, ItemStore] = {}  # ItemStore.shared's stores, by absolute path
 _SHARED_LOCK = threading.Lock()
 
@@ -274,7 +316,7 @@ class ItemStore:
         self._worker: threading.Thread | None = None
         self.shares = 0  # taken by shared(), given back by release()
         self.reported: set[int] = set()  # bad rows already reported (by row id)
-        self.snapshots: dict[tuple[str, str], Snapshot] = {}  # by pair (see Snapshot)
+        self.snapshots = Snapshots()
 
     def _open_sync(self) -> sqlite3.Connection:
         """Open and prepare the file (runs on the connection's worker thread). A damaged
@@ -410,15 +452,8 @@ class ItemStore:
             "WHERE user_id = ?1 AND session_name = ?2 AND id <= ?3) FROM session_items "
             f"WHERE user_id = ?1 AND session_name = ?2 AND id >= ?3 {ORDER_ASC}",
             (*pair, snapshot.last_id))
-        if not rows or rows[0][0] != snapshot.last_id or rows[0][2] != snapshot.count:
-            return await self._read(pair, where)
-        if len(rows) > 1:
-            added = [item for _, item in decode_rows((row[:2] for row in rows[1:]), where,
-                                                     self.reported)]
-            snapshot.joined = _appended(snapshot.joined, _joined(added))
-            snapshot.last_id = rows[-1][0]
-            snapshot.count += len(rows) - 1
-        return _parse(snapshot.joined)
+        items = self.snapshots.follow(snapshot, rows, where, self.reported)
+        return items if items is not None else await self._read(pair, where)
 
     async def _read(self, pair: tuple[str, str], where: str, limit: int | None = None
                     ) -> list[TResponseInputItem]:
@@ -442,20 +477,14 @@ class ItemStore:
             f"FROM ({rows_sql})", (*pair, *params))
         max_id, joined, count, last_id = rows[0]
         if not count:
-            self.snapshots.pop(pair, None)
+            self.snapshots.forget(pair)
             return []
         items = read_joined(joined, count)
         if items is None:
             items = [item for _, item in decode_rows(await self.execute(rows_sql, params),
                                                      where, self.reported)]
-        # Rows after the last one in order (an older created_at) would count as new.
-        if limit is None and max_id == last_id:
-            self.snapshots.pop(pair, None)
-            if len(self.snapshots) >= MAX_SNAPSHOTS:  # the pair read longest ago goes
-                del self.snapshots[next(iter(self.snapshots))]
-            self.snapshots[pair] = Snapshot(last_id, count, _joined(items))
-        elif limit is None:
-            self.snapshots.pop(pair, None)
+        if limit is None:
+            self.snapshots.remember(pair, items, count, last_id, max_id)
         return items
 
     async def insert_rows(self, user_id: str, session_name: str, created: int,
@@ -497,7 +526,7 @@ class ItemStore:
     async def delete_pair(self, user_id: str, session_name: str) -> None:
         """Delete every row of the pair."""
         await self.execute(f"DELETE FROM session_items {WHERE_PAIR}", (user_id, session_name))
-        self.snapshots.pop((user_id, session_name), None)
+        self.snapshots.forget((user_id, session_name))
 
     async def replace_rows(self, info: CompactionRow, archived_ids: list[int],
                            replacement: list[str], read_ids: list[int]) -> bool:
