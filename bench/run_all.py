@@ -13,7 +13,8 @@ hook time ``--calls 200``, log stream ``--size-mb 20``, sessions listing
 ``--sessions 1000``, start-up ``--runs 10``, catalog ``--sessions 2000``, exports
 ``--quick`` (2 000 tiny sessions and 150 typical ones, ~17 MB each; its default is about
 1 GB of each), ingest ``--quick`` (400 turns), web ``--quick`` (2 000 sessions, a
-500-call session), replay ``--quick`` (20 turns); item store and compaction keep their
+500-call session), replay ``--quick`` (20 turns), postgres ``--quick`` (a 5 s fleet; it
+needs the PostgreSQL server of docs/testing.md); item store and compaction keep their
 defaults (they take seconds).
 
 Exits 1 if a benchmark fails (non-zero exit, or a timeout) or its table cannot
@@ -337,6 +338,23 @@ def parse_web(output: str) -> list[tuple[str, str, str, str, str]]:
     ]
 
 
+def parse_postgres(output: str) -> list[tuple[str, str, str, str, str]]:
+    """The session calls against SQLAlchemySession (asyncpg), the fleet, the live log."""
+    rows = table(output, "session call (median ms/op)")
+    fleet = re.search(r"fleet: (.*turns/s)", output)
+    lost = re.search(r"lost (\d+), interleaved (\d+)", output)
+    live = re.search(r"after rec.run returned: median ([0-9.]+) ms, max ([0-9.]+) ms", output)
+    if not rows or fleet is None or lost is None or live is None:
+        raise ValueError("no postgres figures")
+    summary = [(f"postgres: {row[0]}", f"{row[1]} ms", f"SQLAlchemySession {row[2]} ms",
+                row[3], ">= 2x") for row in rows]
+    summary.append(("  fleet of recorders", fleet[1], "-",
+                    f"lost {lost[1]}, interleaved {lost[2]}", "nothing lost"))
+    summary.append(("  live log line after the turn", f"median {live[1]} ms", "-",
+                    f"max {live[2]} ms", "<= 1 s"))
+    return summary
+
+
 def parse_replay(output: str) -> list[tuple[str, str, str, str, str]]:
     header = next((line for line in output.splitlines() if line.startswith("replay (median")),
                   None)
@@ -392,6 +410,7 @@ BENCHMARKS = [
     Benchmark("ingest", "ingest.py", [], ["--quick"], parse_ingest),
     Benchmark("web", "web.py", [], ["--quick"], parse_web),
     Benchmark("replay", "replay.py", [], ["--quick"], parse_replay),
+    Benchmark("postgres", "postgres.py", [], ["--quick"], parse_postgres),
 ]
 
 

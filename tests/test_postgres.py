@@ -537,3 +537,82 @@ def test_recorder_store_from_the_environment(pg_url: str, tmp_path: Path,
     assert (facts["kind"], facts["conversations"], facts["items"]) == ("postgresql", 1, 4)
     assert facts["log_lines"] > 0 and socket.gethostname() in facts["hosts"]
     assert not (Path(os.environ["SKILLET_HOME"]) / "state" / ".agent_sessions.sqlite").exists()
+
+
+# -- reading a server's conversations from any host ----------------------------------------
+
+@pytest.mark.slow
+def test_reading_verbs_read_every_hosts_conversations_through_a_mirror(
+        pg_url: str, tmp_path: Path) -> None:
+    def turn(host: str, prompt: str) -> None:
+        (tmp_path / f"work-{host}").mkdir(exist_ok=True)
+        done = run([EXECUTABLE, "run", "--agent", f"{AGENTS}:agent", "--store", pg_url,
+                    "--user-email", "ops@example.com", "--session-name", "shared", prompt],
+                   cwd=tmp_path / "work-a", env=host_env(tmp_path, host))
+        assert done.returncode == 0, done.stderr
+
+    turn("a", "first from a")
+    turn("b", "then from b")
+    env_c = host_env(tmp_path, "c")
+
+    def on_c(*argv: str) -> Any:
+        done = run([EXECUTABLE, *argv, "--store", pg_url, "--json"], env=env_c)
+        assert done.returncode == 0, (argv, done.stderr)
+        return json.loads(done.stdout)
+
+    [listed] = on_c("sessions", "list")
+    assert (listed["user_id"], listed["session_name"], listed["turns"]) == \
+        ("ops@example.com", "shared", 2)
+    shown = json.dumps(on_c("sessions", "show", "shared"))
+    assert "first from a" in shown and "answered on b" in shown
+    hits = on_c("search", "answered")
+    assert {hit["session"] for hit in hits} == {"shared"} and len(hits) >= 2
+    turn("a", "again from a")  # the mirror follows the store
+    [listed] = on_c("sessions", "list")
+    assert listed["turns"] == 3
+    assert not (tmp_path / "c" / "skillet").exists()  # host c's own layouts: untouched
+
+
+@pytest.mark.slow
+def test_fork_rename_clear_and_prune_change_the_servers_store(pg_url: str,
+                                                              tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+
+    def on(host: str, *argv: str, code: int = 0) -> str:
+        done = run([EXECUTABLE, *argv], cwd=tmp_path / "work",
+                   env={**host_env(tmp_path, host), "SESSIONTAPE_STORE": pg_url})
+        assert done.returncode == code, (argv, done.stdout, done.stderr)
+        return done.stdout
+
+    for host, prompt in (("a", "first"), ("b", "second")):
+        on(host, "run", "--agent", f"{AGENTS}:agent", "--session-name", "shared", prompt)
+
+    def pairs() -> dict[str, tuple[int, int]]:  # name: (items, log lines) in the store
+        found = rows(pg_url, "SELECT session_name, COUNT(*) FROM session_items GROUP BY 1")
+        lines = dict(rows(pg_url, "SELECT session_name, COUNT(*) FROM sessiontape_log "
+                                  "GROUP BY 1"))
+        return {name: (count, lines.get(name, 0)) for name, count in found}
+
+    assert pairs()["shared"][0] == 8
+    on("c", "sessions", "fork", "shared", "--at-turn", "1", "--as", "branch")
+    assert pairs()["branch"][0] == 4 and pairs()["branch"][1] > 0
+    assert pairs()["shared"][0] == 8  # the original untouched
+    # The fork continues on another host from its one turn.
+    on("a", "run", "--agent", f"{AGENTS}:agent", "--session-name", "branch", "third")
+    seen = rows(pg_url, "SELECT item_json FROM session_items WHERE session_name = 'branch' "
+                        "ORDER BY created_at, id")
+    assert ["first" in seen[0][0], "third" in seen[4][0]] == [True, True] and len(seen) == 8
+    on("c", "sessions", "rename", "branch", "twig")
+    assert "branch" not in pairs() and pairs()["twig"][0] == 8
+    taken = on("c", "sessions", "rename", "twig", "shared", code=2)
+    assert taken == "" and pairs()["twig"][0] == 8
+    listed = json.loads(on("c", "sessions", "list", "--json"))
+    assert sorted(s["session_name"] for s in listed) == ["shared", "twig"]
+    on("c", "sessions", "clear", "twig", "--yes")
+    assert "twig" not in pairs()
+    assert not rows(pg_url, "SELECT 1 FROM sessiontape_links WHERE session_name = 'twig'")
+    listed = json.loads(on("c", "sessions", "list", "--json"))
+    assert [s["session_name"] for s in listed] == ["shared"]
+    on("c", "sessions", "prune", "--older-than", "0s", "--yes")
+    assert pairs() == {} and not rows(pg_url, "SELECT 1 FROM sessiontape_log")
+    assert json.loads(on("b", "sessions", "list", "--json")) == []

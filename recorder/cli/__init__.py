@@ -80,6 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
+        if getattr(args, "reads_store", False):
+            from .finding import read_from_store
+
+            failed = read_from_store(f"sessiontape {args.verb}", args.store)
+            if failed is not None:
+                return failed
         return int(args.handler(args))
     except KeyboardInterrupt:
         print(file=sys.stderr)

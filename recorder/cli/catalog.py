@@ -45,6 +45,7 @@ from .console import (
     print_json,
     printable,
     project_option,
+    reading_store_option,
     use_color,
     when,
 )
@@ -249,6 +250,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                               "agent, tool, at")
     formats.add_argument("--csv", action="store_true",
                          help="CSV: a header, then a row per hit, the columns of --json")
+    reading_store_option(search)
     search.set_defaults(handler=cmd_search)
 
     usage = verbs.add_parser(
@@ -279,6 +281,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          help="CSV: a header, then a row per group (--breakdown: per model "
                               "in each group, its model column after the group's), the "
                               "columns of --json")
+    reading_store_option(usage)
     usage.set_defaults(handler=cmd_usage)
 
     catalog = verbs.add_parser(
@@ -303,6 +306,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     refresh.add_argument("--json", action="store_true",
                          help="an object: path, conversations, reindexed, dropped, listed, "
                               "store_pairs, rebuilt, problems")
+    reading_store_option(refresh)
     refresh.set_defaults(handler=cmd_catalog_refresh)
     path = actions.add_parser(
         "path", help="where the catalog is",

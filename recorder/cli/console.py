@@ -211,6 +211,18 @@ def store_option(parser: argparse.ArgumentParser, what: str = "read") -> None:
                              "$SESSIONTAPE_STORE, else the skillet store file)")
 
 
+def reading_store_option(parser: argparse.ArgumentParser) -> None:
+    """``--store URL`` on a verb that reads: a PostgreSQL store is read through this host's
+    mirror of it, brought up to date first (``finding.read_from_store``, called by ``main``
+    for every verb that sets ``reads_store``)."""
+    parser.add_argument("--store", default=None, metavar="URL",
+                        help="read a PostgreSQL store (every host's conversations; default: "
+                             "$SESSIONTAPE_STORE when it is a postgresql:// URL), through "
+                             "this host's mirror of it, brought up to date first "
+                             "(docs/postgres.md)")
+    parser.set_defaults(reads_store=True)
+
+
 def project_option(parser: argparse.ArgumentParser) -> None:
     """``--project DIR``: the project whose AgentUse tree a verb reads (every verb says it
     the same way)."""

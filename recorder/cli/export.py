@@ -29,6 +29,7 @@ from .console import (
     print_json,
     printable,
     project_option,
+    reading_store_option,
 )
 from .finding import lookup, oldest_first
 
@@ -216,4 +217,5 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     export.add_argument("--force", action="store_true", help="replace FILE if it exists")
     export.add_argument("--json", action="store_true",
                         help="print the counts and the path as one JSON object")
+    reading_store_option(export)
     export.set_defaults(handler=cmd_export)

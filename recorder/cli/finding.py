@@ -75,6 +75,35 @@ def say_store_damage(prog: str, where: Locations) -> None:
         _said.add(where.store_file)
 
 
+def read_from_store(prog: str, store: str | None) -> int | None:
+    """Point this process's reading at a PostgreSQL store (``--store URL``, else
+    ``$SESSIONTAPE_STORE``): bring this host's mirror of it up to date (every host's
+    conversations, :func:`sessiontape.materialize.refresh_mirror`) and make it the layouts
+    the verb reads (the skillet home, the AgentUse data and the catalog's cache). None to
+    go on (a SQLite store: read where it is), else the exit code of a failure, said."""
+    location = store_location(store)
+    if not isinstance(location, str):
+        if store is None:
+            return None
+        eprint(printable(f"{prog}: --store {store}: reading verbs take a postgresql:// URL; "
+                         "the SQLite store they read is skillet's (SKILLET_HOME)"))
+        return EXIT_USAGE
+    import asyncio
+    import os
+
+    from sessiontape.materialize import mirror_dir, refresh_mirror
+
+    mirror = mirror_dir(location)
+    os.environ.update(SKILLET_HOME=str(mirror / "skillet"), XDG_DATA_HOME=str(mirror / "data"),
+                      XDG_CACHE_HOME=str(mirror / "cache"))
+    try:
+        asyncio.run(refresh_mirror(location, mirror))
+    except OSError as exc:
+        eprint(printable(f"{prog}: {exc}"))
+        return EXIT_FAILURE
+    return None
+
+
 def store_refuses_run(prog: str, store: str | None = None) -> bool:
     """Whether the item store (a file: ``store``, else the default one) is damaged: then
     nothing is run (the model would not get the conversation's history, kept there, and

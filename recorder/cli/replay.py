@@ -17,6 +17,7 @@ from .console import (
     eprint,
     print_json,
     printable,
+    reading_store_option,
     warnings_in_one_line,
 )
 from .finding import lookup
@@ -94,4 +95,5 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--project", type=Path, default=None, metavar="DIR",
                         help="the project whose AgentUse sessions to read")
     parser.add_argument("--json", action="store_true", help="the report as one JSON object")
+    reading_store_option(parser)
     parser.set_defaults(handler=cmd_replay)

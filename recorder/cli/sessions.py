@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -28,6 +30,7 @@ from .console import (
     print_json,
     printable,
     project_option,
+    reading_store_option,
     say_extra_missing,
     store_option,
     table,
@@ -35,9 +38,16 @@ from .console import (
     use_color,
     when,
 )
-from .finding import ambiguous_user, answering_catalog, conversations, lookup, store_problem
+from .finding import (
+    ambiguous_user,
+    answering_catalog,
+    conversations,
+    lookup,
+    store_problem,
+)
 
 if TYPE_CHECKING:
+    from sessiontape.storage.backends.postgres import PostgresStore
     from sessiontape.storage.catalog.fork import ForkResult
     from sessiontape.storage.catalog.sessions import SessionInfo
 
@@ -176,6 +186,25 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+@contextmanager
+def _server(args: argparse.Namespace) -> Iterator[PostgresStore | None]:
+    """The PostgreSQL store the verb changes (``--store URL`` or ``$SESSIONTAPE_STORE``),
+    or None for the SQLite file. The verb has read it through this host's mirror (main
+    brought it up to date): it changes the store first, then the mirror as it changes a
+    file store (the mirror is rebuilt from the store at the next reading anyway)."""
+    location = store_location(args.store)
+    if not isinstance(location, str):
+        yield None
+        return
+    from sessiontape.storage.backends.postgres import PostgresStore
+
+    store = PostgresStore(location)
+    try:
+        yield store
+    finally:
+        store.close_sync()
+
+
 def cmd_clear(args: argparse.Namespace) -> int:
     where = _locations(args)
     if _store_refuses(f"not clearing {args.name!r}", where):
@@ -202,7 +231,19 @@ def cmd_clear(args: argparse.Namespace) -> int:
             return EXIT_FAILURE
     from sessiontape.storage.catalog.sessions import clear_session
 
+    with _server(args) as server:
+        on_server = None
+        if server is not None and info.user_id is not None:
+            from sessiontape.storage.backends.postgres import delete_conversations
+
+            try:
+                on_server = delete_conversations(server, [(info.user_id, info.session_name)])
+            except OSError as exc:
+                eprint(printable(f"{PROG}: not clearing {info.session_name!r}: {exc}"))
+                return EXIT_FAILURE
     result = clear_session(info, locations=where)
+    if on_server is not None:  # the store's rows, not the mirror's
+        result.rows = on_server
     for kept in result.kept:
         eprint(f"{PROG}: warning: {printable(str(kept))}")
     if args.json:
@@ -286,6 +327,18 @@ def cmd_fork(args: argparse.Namespace) -> int:
         eprint(printable(f"{PROG}: forking {found.session_name!r} failed, nothing was "
                          f"written: {exc}", one_line=True))
         return EXIT_FAILURE
+    with _server(args) as server:
+        if server is not None:  # the fork, made in the mirror, written to the store
+            from sessiontape.storage.backends.postgres import ConversationExists
+            from sessiontape.storage.backends.transfer import push_conversation
+
+            try:
+                push_conversation(server, where.store_file, result.log_path, found.user_id,
+                                  args.new_name)
+            except (ConversationExists, OSError) as exc:
+                eprint(printable(f"{PROG}: forking {found.session_name!r} failed, nothing "
+                                 f"was written to the store: {exc}", one_line=True))
+                return EXIT_FAILURE
     if args.json:
         print_json(result.to_json())
     else:
@@ -308,6 +361,24 @@ def cmd_rename(args: argparse.Namespace) -> int:
     found = _lookup(args, where)
     if isinstance(found, int):
         return found
+    with _server(args) as server:
+        if server is not None and found.user_id is not None and args.new_name:
+            from sessiontape.storage.backends.postgres import (
+                ConversationExists,
+                rename_conversation,
+            )
+
+            try:
+                rename_conversation(server, found.user_id, found.session_name,
+                                    args.new_name)
+            except ConversationExists as exc:
+                eprint(printable(f"{PROG}: not renaming {found.session_name!r}: {exc}",
+                                 one_line=True))
+                return EXIT_USAGE
+            except OSError as exc:
+                eprint(printable(f"{PROG}: renaming {found.session_name!r} failed, nothing "
+                                 f"was changed: {exc}", one_line=True))
+                return EXIT_FAILURE
     try:
         result = rename_session(found, args.new_name, locations=where)
     except (RenameError, SessionBusyError) as exc:
@@ -377,6 +448,18 @@ def cmd_prune(args: argparse.Namespace) -> int:
         if not _confirm("Remove them?"):
             eprint(f"{PROG}: nothing removed")
             return EXIT_FAILURE
+    if not args.dry_run:
+        with _server(args) as server:
+            if server is not None:
+                from sessiontape.storage.backends.postgres import delete_conversations
+
+                pairs = [(one.info.user_id, one.info.session_name)
+                         for one in planned.removed if one.info.user_id is not None]
+                try:
+                    delete_conversations(server, pairs)
+                except OSError as exc:
+                    eprint(printable(f"{PROG}: nothing removed: {exc}"))
+                    return EXIT_FAILURE
     result = planned if args.dry_run else prune_sessions(cutoff, user, **options)
     report = result.to_json()
     if args.json:
@@ -500,6 +583,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     formats.add_argument("--csv", action="store_true",
                          help="print CSV: a header, then one row per session (" +
                               ", ".join(LIST_CSV) + ")")
+    reading_store_option(listing)
     listing.set_defaults(handler=cmd_list)
 
     show = sub.add_parser(
@@ -532,6 +616,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="only turn N (1-based, as shown); exit 2 if there is none")
     chosen.add_argument("--last", type=_turn_count, nargs="?", const=1, metavar="K",
                         help="only the last K turns (default 1)")
+    reading_store_option(show)
     show.set_defaults(handler=cmd_show)
 
     clear = sub.add_parser(
@@ -545,6 +630,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     user_option(clear)
     clear.add_argument("--yes", "-y", action="store_true", help="do not ask")
     clear.add_argument("--json", action="store_true", help="print what was removed as JSON")
+    reading_store_option(clear)
     clear.set_defaults(handler=cmd_clear)
 
     path = sub.add_parser(
@@ -557,6 +643,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     path.add_argument("name", nargs="?", default=None, metavar="NAME")
     user_option(path)
     path.add_argument("--json", action="store_true", help="print one JSON object")
+    reading_store_option(path)
     path.set_defaults(handler=cmd_path)
 
     fork = sub.add_parser(
@@ -579,6 +666,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                       help="the new session's name (the user stays NAME's)")
     user_option(fork)
     fork.add_argument("--json", action="store_true", help="print what was made as JSON")
+    reading_store_option(fork)
     fork.set_defaults(handler=cmd_fork)
 
     rename = sub.add_parser(
@@ -597,6 +685,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     rename.add_argument("new_name", metavar="NEW")
     user_option(rename)
     rename.add_argument("--json", action="store_true", help="print what was moved as JSON")
+    reading_store_option(rename)
     rename.set_defaults(handler=cmd_rename)
 
     prune = sub.add_parser(
@@ -620,6 +709,7 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     prune.add_argument("--yes", "-y", action="store_true", help="do not ask")
     prune.add_argument("--json", action="store_true",
                        help="print what was (or would be) removed as JSON")
+    reading_store_option(prune)
     prune.set_defaults(handler=cmd_prune)
 
     materialize = sub.add_parser(

@@ -68,8 +68,9 @@ if TYPE_CHECKING:
 
     from ..redaction import Redactor
 
-__all__ = ["LOG_CHANNEL", "LOG_TABLE", "MIGRATIONS", "PostgresLog", "PostgresStore",
-           "StoreUnavailable", "redacted", "store_facts"]
+__all__ = ["LOG_CHANNEL", "LOG_TABLE", "MIGRATIONS", "ConversationExists", "PostgresLog",
+           "PostgresStore", "StoreUnavailable", "add_conversation", "delete_conversations",
+           "redacted", "rename_conversation", "store_facts"]
 
 log = logging.getLogger("sessiontape")
 
@@ -705,3 +706,97 @@ def store_facts(url: str) -> dict[str, Any]:
         return store.run_sync(work)
     finally:
         store.close_sync()
+
+
+# -- changing conversations (the verbs clear, rename, prune, fork) --------------------------
+
+PAIR_TABLES_HERE = ("session_items", ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE, LOG_TABLE)
+
+
+class ConversationExists(ValueError):
+    """The conversation a rename or a fork would make already has rows in the store."""
+
+
+async def _taken(conn: psycopg.AsyncConnection[Any], pair: tuple[str, str]) -> str | None:
+    """The first table of ours that holds rows of ``pair``, or None."""
+    for table in PAIR_TABLES_HERE:
+        cur = await conn.execute(f"SELECT 1 FROM {table} WHERE {PAIR} LIMIT 1".encode(), pair)
+        if await cur.fetchone() is not None:
+            return table
+    return None
+
+
+def delete_conversations(store: PostgresStore,
+                         pairs: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """Delete every row of each of ``pairs`` (items, archive, compactions, link, log lines)
+    in one transaction; the rows deleted per table."""
+    async def work(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+        counts = dict.fromkeys(PAIR_TABLES_HERE, 0)
+        async with conn.transaction():
+            for pair in pairs:
+                for table in PAIR_TABLES_HERE:
+                    cur = await conn.execute(f"DELETE FROM {table} WHERE {PAIR}".encode(), pair)
+                    counts[table] += max(cur.rowcount, 0)
+        return counts
+    counts = store.run_sync(work, write=True)
+    for pair in pairs:
+        store.snapshots.forget(pair)
+    return counts
+
+
+def rename_conversation(store: PostgresStore, user_id: str, old: str,
+                        new: str) -> dict[str, int]:
+    """Move every row of ``(user_id, old)`` to ``new`` in one transaction (the log's lines
+    keep their sequence numbers); :class:`ConversationExists` when ``new`` has rows."""
+    async def work(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+        counts = {}
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))",
+                               (f"{user_id}\x1f{new}",))
+            taken = await _taken(conn, (user_id, new))
+            if taken is not None:
+                raise ConversationExists(f"{new!r} of {user_id!r} is in {taken} already")
+            for table in PAIR_TABLES_HERE:
+                cur = await conn.execute(
+                    f"UPDATE {table} SET session_name = %s WHERE {PAIR}".encode(),
+                    (new, user_id, old))
+                counts[table] = max(cur.rowcount, 0)
+        return counts
+    counts = store.run_sync(work, write=True)
+    store.snapshots.forget((user_id, old))
+    return counts
+
+
+def add_conversation(store: PostgresStore, user_id: str, session_name: str,
+                     items: Sequence[tuple[int, str]], link: str | None,
+                     lines: Sequence[str]) -> dict[str, int]:
+    """A conversation made elsewhere (a fork): its items ``(created_at, item_json)`` in
+    order, its link and its log lines, in one transaction; :class:`ConversationExists`
+    when the pair has rows."""
+    pair = (user_id, session_name)
+
+    async def work(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))",
+                               (f"{user_id}\x1f{session_name}",))
+            taken = await _taken(conn, pair)
+            if taken is not None:
+                raise ConversationExists(f"{session_name!r} of {user_id!r} is in {taken} "
+                                         "already")
+            await conn.execute(
+                "INSERT INTO session_items (user_id, session_name, created_at, item_json) "
+                "SELECT %s, %s, c, j FROM unnest(%s::bigint[], %s::text[]) "
+                "WITH ORDINALITY AS r(c, j, n) ORDER BY n",
+                (*pair, [c for c, _ in items], [j for _, j in items]))
+            if link is not None:
+                await conn.execute(f"INSERT INTO {LINKS_TABLE} VALUES (%s, %s, %s)",
+                                   (*pair, link))
+            now = time.time_ns() // 1_000_000
+            await conn.execute(
+                f"INSERT INTO {LOG_TABLE} (user_id, session_name, seq, host, written_at, "
+                "entry) SELECT %s, %s, n, %s, %s, e FROM unnest(%s::text[]) "
+                "WITH ORDINALITY AS r(e, n) ORDER BY n",
+                (*pair, store.host, now, list(lines)))
+        return {"session_items": len(items), LINKS_TABLE: int(link is not None),
+                LOG_TABLE: len(lines)}
+    return store.run_sync(work, write=True)

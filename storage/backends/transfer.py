@@ -37,10 +37,10 @@ from ..skillet.log_owners import find_log_path, owner_pair
 from ..skillet.replay_log import log_path_for
 from ..tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE
 from . import is_store_url
-from .postgres import LOG_TABLE, PostgresStore, redacted
+from .postgres import LOG_TABLE, PostgresStore, add_conversation, redacted
 
 __all__ = ["BATCH", "CopySummary", "Materialized", "StoreNotEmpty", "copy_store",
-           "materialize_logs"]
+           "materialize_logs", "push_conversation"]
 
 BATCH = 5000  # rows read and written at once
 # Each table a store has, its columns in order, and the key it is read in order of.
@@ -155,6 +155,10 @@ class _SQLiteSide:
         path = log_path_for(user_id, session_name, self.logs_root)
         _append_private(path, lines)
 
+    def finish(self) -> None:
+        """The store file made with its tables, rows or none (an empty store is a store)."""
+        self._writer()
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -252,19 +256,21 @@ def _side(location: str | os.PathLike[str], logs_root: Path | None) -> _SQLiteSi
 
 def copy_store(source: str | os.PathLike[str], destination: str | os.PathLike[str], *,
                source_logs: Path | None = None, destination_logs: Path | None = None,
-               progress: Callable[[str, int], None] | None = None) -> CopySummary:
+               progress: Callable[[str, int], None] | None = None,
+               logs: bool = True) -> CopySummary:
     """Copy every row and log line of the store at ``source`` into the empty store at
     ``destination`` (either a SQLite file or a ``postgresql://`` URL; a file's logs are
-    under ``*_logs``, default the skillet logs root). :class:`StoreNotEmpty` when the
-    destination holds anything (nothing is written); ``progress(table, rows)`` after each
-    batch."""
+    under ``*_logs``, default the skillet logs root; ``logs=False``: the rows only).
+    :class:`StoreNotEmpty` when the destination holds anything (nothing is written);
+    ``progress(table, rows)`` after each batch."""
     src, dst = _side(source, source_logs), _side(destination, destination_logs)
     summary = CopySummary()
     try:
-        held, logs = dst.rows_held(), dst.logs_held()
-        if held or logs:
-            raise StoreNotEmpty(f"{dst.name} already holds {held} rows and {logs} logs (lines "
-                                "or files): copy into an empty store (nothing was written)")
+        held, logs_held = dst.rows_held(), dst.logs_held() if logs else 0
+        if held or logs_held:
+            raise StoreNotEmpty(f"{dst.name} already holds {held} rows and {logs_held} logs "
+                                "(lines or files): copy into an empty store (nothing was "
+                                "written)")
         for table in TABLES:
             summary.rows[table] = 0
             for rows in src.read(table):
@@ -272,14 +278,13 @@ def copy_store(source: str | os.PathLike[str], destination: str | os.PathLike[st
                 summary.rows[table] += len(rows)
                 if progress is not None:
                     progress(table, summary.rows[table])
-        for user_id, session_name, lines in src.read_logs(summary.problems):
+        for user_id, session_name, lines in src.read_logs(summary.problems) if logs else ():
             dst.write_log(user_id, session_name, lines)
             summary.log_lines += len(lines)
             summary.conversations += 1
             if progress is not None:
                 progress("log lines", summary.log_lines)
-        if isinstance(dst, _PostgresSide):
-            dst.finish()
+        dst.finish()
     finally:
         src.close()
         dst.close()
@@ -356,3 +361,24 @@ def _read_lines(path: Path) -> list[str]:
     data = path.read_bytes().decode(errors="replace")
     lines = data.split("\n")
     return [line for line in lines[:-1] if line.strip()] + ([lines[-1]] if lines[-1] else [])
+
+
+def push_conversation(store: PostgresStore, store_file: Path, log_path: Path | None,
+                      user_id: str, session_name: str) -> dict[str, int]:
+    """A conversation made in a SQLite store (a fork made in a mirror) written to the
+    PostgreSQL ``store``: its items in order, its link and its log's lines, in one
+    transaction (:func:`~.postgres.add_conversation`); the rows written per table."""
+    conn = connect_readonly(store_file)
+    items: list[tuple[int, str]] = []
+    link = None
+    if conn is not None:
+        with closing(conn):
+            items = [(row[0], row[1]) for row in conn.execute(
+                "SELECT created_at, item_json FROM session_items WHERE user_id = ? AND "
+                "session_name = ? ORDER BY created_at, id", (user_id, session_name))]
+            if LINKS_TABLE in tables(conn):
+                row = conn.execute(f"SELECT agentuse_dir FROM {LINKS_TABLE} WHERE user_id = ? "
+                                   "AND session_name = ?", (user_id, session_name)).fetchone()
+                link = row[0] if row is not None else None
+    lines = _read_lines(log_path) if log_path is not None and log_path.exists() else []
+    return add_conversation(store, user_id, session_name, items, link, lines)
