@@ -81,13 +81,19 @@ def _postgres_missing(config: pytest.Config) -> str | None:
     return missing
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    required = os.environ.get("SESSIONTAPE_TEST_POSTGRES_REQUIRED")
+    if required and not hasattr(config, "workerinput") and _postgres_missing(config):
+        raise pytest.UsageError(f"the PostgreSQL tests need {POSTGRES} "
+                                f"(SESSIONTAPE_TEST_POSTGRES_REQUIRED is set): "
+                                f"{_postgres_missing(config)}")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     wanted = [item for item in items if item.get_closest_marker("postgres")]
-    if not wanted or _postgres_missing(config) is None:
+    if not wanted or os.environ.get("SESSIONTAPE_TEST_POSTGRES_REQUIRED") \
+            or _postgres_missing(config) is None:
         return
-    if os.environ.get("SESSIONTAPE_TEST_POSTGRES_REQUIRED"):
-        raise pytest.UsageError(f"the PostgreSQL tests need {POSTGRES}: "
-                                f"{_postgres_missing(config)}")
     config.hook.pytest_deselected(items=wanted)
     items[:] = [item for item in items if not item.get_closest_marker("postgres")]
 

@@ -327,15 +327,21 @@ def test_the_server_going_away_mid_run_costs_only_the_recording(
 def test_no_message_shows_the_password(relay: tuple[Relay, str], tmp_path: Path) -> None:
     link, url = relay
     link.stop()
-    for argv in (["store", "info", "--store", url], ["log", "stream", "--store", url],
-                 ["sessions", "materialize", "--store", url]):
+    as_parameter = url.replace(":hunter2-secret@", "@") + "&password=hunter2-secret"
+    for argv, shown in (
+            (["store", "info", "--store", url], "postgres:***@127.0.0.1"),
+            (["log", "stream", "--store", url], "postgres:***@127.0.0.1"),
+            (["sessions", "materialize", "--store", url], "postgres:***@127.0.0.1"),
+            (["sessions", "list", "--store", as_parameter], "password=***"),
+            (["run", "--store", url, "hello"], "postgres:***@127.0.0.1")):
         done = run_cli(*argv, timeout=60)
         assert done.returncode == 1, (argv, done.stderr)
-        assert "postgres:***@127.0.0.1" in done.stderr
+        assert shown in done.stderr, (argv, done.stderr)
         assert "hunter2" not in done.stderr + done.stdout
-    with pytest.raises(StoreUnavailable) as raised:
-        asyncio.run(PostgresStore(url).list_sessions())
-    assert "hunter2" not in str(raised.value) and "***" in str(raised.value)
+    for location in (url, as_parameter):
+        with pytest.raises(StoreUnavailable) as raised:
+            asyncio.run(PostgresStore(location).list_sessions())
+        assert "hunter2" not in str(raised.value) and "***" in str(raised.value)
 
 
 # -- the live log --------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import threading
 import time
@@ -42,7 +43,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import orjson
 import psycopg
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LOG_CHANNEL", "LOG_TABLE", "MIGRATIONS", "ConversationExists", "PostgresLog",
            "PostgresStore", "StoreUnavailable", "add_conversation", "delete_conversations",
-           "redacted", "rename_conversation", "store_facts"]
+           "redacted", "rename_conversation", "scrubbed", "store_facts"]
 
 log = logging.getLogger("sessiontape")
 
@@ -145,19 +146,31 @@ class StoreUnavailable(OSError):
     the store by :func:`redacted` URL, never with its password."""
 
 
-def redacted(url: str) -> str:
-    """``url`` without its password (``postgresql://user:***@host/db``); what messages show."""
+def _passwords(url: str) -> list[str]:
+    """The passwords ``url`` holds: in its user part, or as a ``password`` parameter."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    found = [value for key, value in parse_qsl(parts.query) if key == "password" and value]
+    return ([unquote(parts.password)] if parts.password else []) + found
 
 
-def _scrubbed(text: str, url: str) -> str:
-    password = urlsplit(url).password
-    return text.replace(password, "***") if password else text
+def redacted(url: str) -> str:
+    """``url`` without its password (``postgresql://user:***@host/db``, and ``password=***``
+    among its parameters); what messages show."""
+    parts = urlsplit(url)
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    if "password=" in parts.query:
+        parts = parts._replace(query=re.sub(r"(^|&)password=[^&]*", r"\1password=***",
+                                            parts.query))
+    return urlunsplit(parts)
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` with every password of ``url`` in it replaced by ``***``."""
+    for password in _passwords(url):
+        text = text.replace(password, "***")
+    return text
 
 
 class _StoreLoop:
@@ -267,7 +280,7 @@ class PostgresStore:
 
     def _failure(self, exc: BaseException) -> StoreUnavailable:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return StoreUnavailable(f"PostgreSQL store {self.where}: {_scrubbed(text, self.url)}")
+        return StoreUnavailable(f"PostgreSQL store {self.where}: {scrubbed(text, self.url)}")
 
     async def _with_connection(self, work: Callable[[psycopg.AsyncConnection[Any]],
                                                     Awaitable[T]], wait: float) -> T:

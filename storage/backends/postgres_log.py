@@ -34,7 +34,14 @@ import psycopg
 
 from ..names import sanitize_log_name
 from ..skillet.log_follow import LogSource, OnEntries, StreamFilter
-from .postgres import CONNECT_TIMEOUT_S, LOG_CHANNEL, LOG_TABLE, PostgresStore, redacted
+from .postgres import (
+    CONNECT_TIMEOUT_S,
+    LOG_CHANNEL,
+    LOG_TABLE,
+    PostgresStore,
+    redacted,
+    scrubbed,
+)
 
 __all__ = ["PAGE", "RECONNECT_S", "StoreLogSource", "StoreLogStream"]
 
@@ -94,7 +101,7 @@ class StoreLogStream:
 
     def _fail(self, exc: Exception) -> OSError:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return OSError(f"PostgreSQL store {self.where}: {text}")
+        return OSError(f"PostgreSQL store {self.where}: {scrubbed(text, self.url)}")
 
     def open(self) -> None:
         """Connect (the schema brought up to date: a store no host wrote yet is followed
