@@ -7,7 +7,6 @@ and query them without importing the Agents SDK.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 ARCHIVE_TABLE = "session_items_archive"
 COMPACTIONS_TABLE = "sessiontape_compactions"
@@ -38,18 +37,24 @@ class StoredSession:
     last_ms: int
 
 
-class CompactionRow(NamedTuple):
-    """One row of ``sessiontape_compactions``, its columns in order: what one compaction
-    did (``created_at``: when, Unix ms)."""
+@dataclass(frozen=True)
+class CompactionInfo:
+    """What one compaction did (a row of ``sessiontape_compactions``: :meth:`row`)."""
 
     id: str
     user_id: str
     session_name: str
-    created_at: int
-    reason: str
+    reason: str  # "threshold" or "manual"
     summarizer: str
     items_before: int
     items_after: int
     tokens_before: int
     tokens_after: int
     archived: int
+    at: int
+
+    def row(self) -> tuple[str, str, str, int, str, str, int, int, int, int, int]:
+        """Its row of ``sessiontape_compactions``, the columns in order."""
+        return (self.id, self.user_id, self.session_name, self.at, self.reason,
+                self.summarizer, self.items_before, self.items_after, self.tokens_before,
+                self.tokens_after, self.archived)

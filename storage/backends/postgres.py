@@ -52,13 +52,19 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from ..json_style import dumps_compact
 from ..names import safe_join, sanitize_agent_name
 from ..paths import AgentUseRoots
-from ..skillet.item_store import ItemStoreSession, Snapshots, decode_rows, read_joined
+from ..skillet.item_store import (
+    ItemStoreSession,
+    Shared,
+    Snapshots,
+    decode_rows,
+    read_joined,
+)
 from ..skillet.links import find_linked_dir, new_session_dir
 from ..tables import (
     ARCHIVE_TABLE,
     COMPACTIONS_TABLE,
     LINKS_TABLE,
-    CompactionRow,
+    CompactionInfo,
     StoredSession,
 )
 from . import is_store_url
@@ -191,8 +197,7 @@ class _StoreLoop:
             self.loop.close()
 
 
-_SHARED: dict[str, PostgresStore] = {}
-_SHARED_LOCK = threading.Lock()
+_SHARED: Shared[str, PostgresStore] = Shared()  # PostgresStore.shared's stores, by URL
 
 
 class PostgresStore:
@@ -203,21 +208,11 @@ class PostgresStore:
     @classmethod
     def shared(cls, url: str) -> PostgresStore:
         """The process's one store for ``url``; :meth:`release` gives the share back."""
-        with _SHARED_LOCK:
-            store = _SHARED.get(url)
-            if store is None:
-                store = _SHARED[url] = cls(url)
-            store.shares += 1
-            return store
+        return _SHARED.take(url, lambda: cls(url))
 
     async def release(self) -> None:
         """Give back a share taken by :meth:`shared`; the last one closes the store."""
-        with _SHARED_LOCK:
-            self.shares -= 1
-            last = self.shares <= 0
-            if last and _SHARED.get(self.url) is self:
-                del _SHARED[self.url]
-        if last:
+        if _SHARED.give_back(self.url, self):
             await self.close()
 
     def __init__(self, url: str, *, max_connections: int = 8) -> None:
@@ -225,7 +220,6 @@ class PostgresStore:
             raise ValueError(f"not a PostgreSQL URL: {redacted(url)!r}")
         self.url = url
         self.max_connections = max_connections
-        self.shares = 0
         self.reported: set[int] = set()  # bad rows already reported (by row id)
         self.host = socket.gethostname()
         self._lock = threading.Lock()
@@ -506,7 +500,7 @@ class PostgresStore:
             await conn.execute(f"DELETE FROM session_items WHERE {PAIR}", (user_id, session_name))
         await self._run(work, write=True)
 
-    async def replace_rows(self, info: CompactionRow, archived_ids: list[int],
+    async def replace_rows(self, info: CompactionInfo, archived_ids: list[int],
                            replacement: list[str], read_ids: list[int]) -> bool:
         """Compaction's archive, delete and insert in one transaction (as the SQLite
         store's :func:`~sessiontape.storage.skillet.archive.apply_compaction`)."""
@@ -529,14 +523,14 @@ class PostgresStore:
                 cur = await conn.execute(
                     f"SELECT MIN(created_at) FROM session_items WHERE {PAIR}", pair)
                 first = (await cur.fetchone() or (None,))[0]
-                created = first - 1 if first is not None else info.created_at
+                created = first - 1 if first is not None else info.at
                 await conn.execute(
                     "INSERT INTO session_items (user_id, session_name, created_at, item_json) "
                     "SELECT %s, %s, %s, j FROM unnest(%s::text[]) WITH ORDINALITY AS r(j, n) "
                     "ORDER BY n", (*pair, created, replacement))
                 await conn.execute(
                     f"INSERT INTO {COMPACTIONS_TABLE} VALUES "
-                    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", info)
+                    "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", info.row())
             return True
         return await self._run(work, write=True)
 

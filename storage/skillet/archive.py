@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 
 from ..db import PAIR, connect, connect_readonly, immediate, tables
-from ..tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, CompactionRow
+from ..tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, CompactionInfo
 
 __all__ = ["SCHEMA", "apply_compaction", "archived_rows"]
 
@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS {COMPACTIONS_TABLE} (
 """
 
 
-def apply_compaction(path: Path, info: CompactionRow, archived_ids: list[int],
+def apply_compaction(path: Path, info: CompactionInfo, archived_ids: list[int],
                      replacement: list[str], read_ids: list[int] | None = None) -> bool:
     """Archive, delete and insert in one transaction; False if the rows changed meanwhile.
 
@@ -69,12 +69,12 @@ def apply_compaction(path: Path, info: CompactionRow, archived_ids: list[int],
             conn.execute(f"DELETE FROM session_items WHERE {in_ids}", (ids,))
             first = conn.execute(f"SELECT MIN(created_at) FROM session_items WHERE {PAIR}",
                                  pair).fetchone()[0]
-            created = first - 1 if first is not None else info.created_at  # before every kept row
+            created = first - 1 if first is not None else info.at  # before every kept row
             conn.executemany(
                 "INSERT INTO session_items (user_id, session_name, created_at, item_json) "
                 "VALUES (?, ?, ?, ?)", [(*pair, created, text) for text in replacement])
             conn.execute(
-                f"INSERT INTO {COMPACTIONS_TABLE} VALUES (?,?,?,?,?,?,?,?,?,?,?)", info)
+                f"INSERT INTO {COMPACTIONS_TABLE} VALUES (?,?,?,?,?,?,?,?,?,?,?)", info.row())
     return True
 
 

@@ -42,7 +42,7 @@ from agents.memory import SessionABC
 from agents.memory.session import OpenAIResponsesCompactionArgs
 
 from ..ids import new_ulid
-from ..tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, CompactionRow
+from ..tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, CompactionInfo
 from .archive import archived_rows
 from .item_store import ItemStoreSession, decode_rows, item_json
 from .items import call_id_of, text_once, to_protocol_items
@@ -152,29 +152,6 @@ def plan_compaction(items: Sequence[Any], keep: int) -> CompactionPlan:
     return CompactionPlan(older, kept)
 
 
-@dataclass(frozen=True)
-class CompactionInfo:
-    """What one compaction did."""
-
-    id: str
-    user_id: str
-    session_name: str
-    reason: str  # "threshold" or "manual"
-    summarizer: str
-    items_before: int
-    items_after: int
-    tokens_before: int
-    tokens_after: int
-    archived: int
-    at: int
-
-    def row(self) -> CompactionRow:
-        """Its row of ``sessiontape_compactions``."""
-        return CompactionRow(self.id, self.user_id, self.session_name, self.at, self.reason,
-                             self.summarizer, self.items_before, self.items_after,
-                             self.tokens_before, self.tokens_after, self.archived)
-
-
 def decode_archived(rows: list[tuple[int, str, str]],
                     where: str) -> list[tuple[str, TResponseInputItem]]:
     """Archived rows as ``(compaction id, Python SDK item)`` (see :func:`archived_items`)."""
@@ -266,7 +243,7 @@ class CompactingSession(SessionABC):
                 tokens_before=estimate_tokens(items), tokens_after=estimate_tokens(after),
                 archived=len(older), at=time.time_ns() // 1_000_000)
             done = await self.inner.store.replace_rows(
-                info.row(), [rows[i][0] for i in plan.older],
+                info, [rows[i][0] for i in plan.older],
                 [item_json(text_once(row)) for row in to_protocol_items(replacement)],
                 [row_id for row_id, _ in rows])
         if not done:

@@ -30,11 +30,11 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import aiosqlite
 import orjson
@@ -56,17 +56,19 @@ from ..files import prepare_private_file
 from ..json_style import dumps_compact
 from ..paths import SkilletPaths
 from ..redaction import Redactor
-from ..tables import CompactionRow, StoredSession, list_sessions_sql
+from ..tables import CompactionInfo, StoredSession, list_sessions_sql
 from . import archive, links
 from .items import read_item, to_protocol
 
 if TYPE_CHECKING:
     from .sink import EntryLog
 
-__all__ = ["ItemStore", "ItemStoreSession", "RowStore", "Snapshots", "StoredSession",
+__all__ = ["ItemStore", "ItemStoreSession", "RowStore", "Shared", "Snapshots", "StoredSession",
            "decode_rows", "item_json", "loads_item", "read_joined"]
 
 log = logging.getLogger("sessiontape")
+K = TypeVar("K")
+S = TypeVar("S")
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS session_items (
@@ -269,8 +271,43 @@ class Snapshots:
         return _parse(snapshot.joined)
 
 
-_SHARED: dict[Path, ItemStore] = {}  # ItemStore.shared's stores, by absolute path
-_SHARED_LOCK = threading.Lock()
+class Shared(Generic[K, S]):
+    """A process's one store per key (a path, a URL), each with a count of its users:
+    :meth:`take` gives the key's store (made on first use) and counts one more user,
+    :meth:`give_back` counts one less and says whether that was the last (then the store
+    is forgotten: the caller closes it)."""
+
+    def __init__(self) -> None:
+        self._stores: dict[K, S] = {}
+        self._shares: dict[K, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: K, make: Callable[[], S]) -> S:
+        with self._lock:
+            store = self._stores.get(key)
+            if store is None:
+                store = self._stores[key] = make()
+                self._shares[key] = 0
+            self._shares[key] += 1
+            return store
+
+    def count(self, key: K, store: S) -> int:
+        """How many users share ``store`` now (0 once it is no longer the key's)."""
+        with self._lock:
+            return self._shares[key] if self._stores.get(key) is store else 0
+
+    def give_back(self, key: K, store: S) -> bool:
+        with self._lock:
+            if self._stores.get(key) is not store:
+                return True  # not (or no longer) shared: its holder closes it
+            self._shares[key] -= 1
+            if self._shares[key] > 0:
+                return False
+            del self._stores[key], self._shares[key]
+            return True
+
+
+_SHARED: Shared[Path, ItemStore] = Shared()  # ItemStore.shared's stores, by absolute path
 
 
 class ItemStore:
@@ -291,22 +328,17 @@ class ItemStore:
         many use it). Each call takes a share; :meth:`release` gives it back, and the
         last share closes the connection."""
         key = Path(path).absolute()
-        with _SHARED_LOCK:
-            store = _SHARED.get(key)
-            if store is None:
-                store = _SHARED[key] = cls(key)
-            store.shares += 1
-            return store
+        return _SHARED.take(key, lambda: cls(key))
 
     async def release(self) -> None:
         """Give back a share taken by :meth:`shared`; the last one closes the store."""
-        with _SHARED_LOCK:
-            self.shares -= 1
-            last = self.shares <= 0
-            if last and _SHARED.get(self.path) is self:
-                del _SHARED[self.path]
-        if last:
+        if _SHARED.give_back(self.path, self):
             await self.close()
+
+    @property
+    def shares(self) -> int:
+        """How many users share this store (:meth:`shared`), 0 when it is not shared."""
+        return _SHARED.count(self.path, self)
 
     def __init__(self, path: Path | str | None = None, *, readonly: bool = False) -> None:
         self.path = Path(path) if path is not None else SkilletPaths.resolve().store_file
@@ -314,7 +346,6 @@ class ItemStore:
         self._unwritable: str | None = None  # why the open file cannot be written, if so
         self._ready: asyncio.Future[aiosqlite.Connection] | None = None
         self._worker: threading.Thread | None = None
-        self.shares = 0  # taken by shared(), given back by release()
         self.reported: set[int] = set()  # bad rows already reported (by row id)
         self.snapshots = Snapshots()
 
@@ -528,7 +559,7 @@ class ItemStore:
         await self.execute(f"DELETE FROM session_items {WHERE_PAIR}", (user_id, session_name))
         self.snapshots.forget((user_id, session_name))
 
-    async def replace_rows(self, info: CompactionRow, archived_ids: list[int],
+    async def replace_rows(self, info: CompactionInfo, archived_ids: list[int],
                            replacement: list[str], read_ids: list[int]) -> bool:
         """Compaction's one transaction (:func:`~.archive.apply_compaction`)."""
         return await asyncio.to_thread(archive.apply_compaction, self.path, info,
@@ -608,7 +639,7 @@ class RowStore(Protocol):
 
     async def delete_pair(self, user_id: str, session_name: str) -> None: ...
 
-    async def replace_rows(self, info: CompactionRow, archived_ids: list[int],
+    async def replace_rows(self, info: CompactionInfo, archived_ids: list[int],
                            replacement: list[str], read_ids: list[int]) -> bool: ...
 
     async def archived_rows(self, user_id: str,
