@@ -213,8 +213,13 @@ def connect(path: Path | str, *, timeout: float = BUSY_TIMEOUT_S,
                                check_same_thread=check_same_thread)
     if not _in_use(path):
         problem = writing_problem(path)
-        if problem is not None:
-            raise problem
+    else:  # its header is SQLite's to judge now (reading it would drop our locks); its
+        # modes are not: SQLite would open a file it cannot write read-only, WAL sidecars
+        # and all
+        reason = unwritable(path)
+        problem = ReadOnlyDatabase(path, reason) if reason is not None else None
+    if problem is not None:
+        raise problem
     conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
                            check_same_thread=check_same_thread, factory=_Connection)
     return _known(conn, path)

@@ -169,3 +169,26 @@ def test_a_second_connection_keeps_the_first_ones_locks(tmp_path: Path) -> None:
     assert first.execute("SELECT n FROM t").fetchall() == [(1,)]
     first.execute("INSERT INTO t VALUES (2)")
     first.close()
+
+
+def test_a_writer_is_refused_a_read_only_file_this_process_reads(tmp_path: Path) -> None:
+    """A recorder reads a read-only store (its history) while its writer thread links the
+    AgentUse tree: the writer's connection was opened unchecked because the file was in use
+    here, and SQLite, opening the WAL file read-only, made -wal and -shm beside it (CI:
+    test_damaged_store.py's read-only world, under load). Refused, nothing made beside it."""
+    store = tmp_path / "store.sqlite"
+    with closing(connect(store)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE t (x TEXT)")
+    store.chmod(0o400)
+    script = ("import sys\nfrom pathlib import Path\nfrom sessiontape.storage.db import "
+              "ReadOnlyDatabase, connect, connect_readonly\npath = Path(sys.argv[1])\n"
+              "reading = connect_readonly(path)\nreading.execute('SELECT * FROM t')\n"
+              "try:\n    connect(path).execute('CREATE TABLE u (y)')\n"
+              "except ReadOnlyDatabase as exc:\n    print('refused:', exc.reason)\n")
+    argv = [sys.executable, "-c", script, str(store)]
+    if os.geteuid() == 0:  # root's capabilities override file modes: drop them, as a user
+        argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "refused: it is read-only", done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.sqlite"]

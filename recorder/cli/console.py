@@ -7,7 +7,7 @@ import csv
 import os
 import shutil
 import sys
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -200,6 +200,17 @@ def warnings_in_one_line(fresh_line: Callable[[], None] | None = None) -> None:
     logger = logging.getLogger("sessiontape")
     logger.addHandler(handler)
     logger.propagate = False
+
+
+def print_fields(fields: Mapping[str, Any], *, as_json: bool = False) -> None:
+    """Named values: one JSON object (``as_json``), else one ``key  value`` line each, the
+    keys aligned (None shown as ``-``, names escaped)."""
+    if as_json:
+        print_json(fields)
+        return
+    width = max(map(len, fields), default=0)
+    for key, value in fields.items():
+        print(printable(f"{key.ljust(width)}  {value if value is not None else '-'}"))
 
 
 def store_option(parser: argparse.ArgumentParser, what: str = "read") -> None:

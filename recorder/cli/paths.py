@@ -7,18 +7,13 @@ import argparse
 from sessiontape.storage.paths import resolved_paths
 
 from . import VERBS
-from .console import EXIT_OK, print_json, project_option
+from .console import EXIT_OK, print_fields, project_option
 
 
 def cmd_paths(args: argparse.Namespace) -> int:
     """Print where sessiontape reads and writes."""
     paths = resolved_paths(args.project)
-    if args.json:
-        print_json(paths)
-    else:
-        width = max(map(len, paths))
-        for key, value in paths.items():
-            print(f"{key.ljust(width)}  {value}")
+    print_fields(paths, as_json=args.json)
     return EXIT_OK
 
 

@@ -27,6 +27,7 @@ from .console import (
     filters_given,
     plural,
     print_csv,
+    print_fields,
     print_json,
     printable,
     project_option,
@@ -271,12 +272,7 @@ def cmd_path(args: argparse.Namespace) -> int:
     from sessiontape.storage.catalog.sessions import session_locations
 
     paths = session_locations(info, locations=where)
-    if args.json:
-        print_json(paths)
-        return EXIT_OK
-    width = max(map(len, paths))
-    for key, value in paths.items():
-        print(printable(f"{key.ljust(width)}  {value if value is not None else '-'}"))
+    print_fields(paths, as_json=args.json)
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ from .console import (
     EXIT_OK,
     EXIT_USAGE,
     eprint,
+    print_fields,
     print_json,
     printable,
     say_extra_missing,
@@ -87,12 +88,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         except OSError as exc:
             eprint(printable(f"{PROG} info: {exc}"))
             return EXIT_FAILURE
-    if args.json:
-        print_json(facts)
-    else:
-        width = max(map(len, facts))
-        for key, value in facts.items():
-            print(printable(f"{key.ljust(width)}  {value}"))
+    print_fields(facts, as_json=args.json)
     return EXIT_OK
 
 
