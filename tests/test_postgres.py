@@ -622,3 +622,24 @@ def test_fork_rename_clear_and_prune_change_the_servers_store(pg_url: str,
     on("c", "sessions", "prune", "--older-than", "0s", "--yes")
     assert pairs() == {} and not rows(pg_url, "SELECT 1 FROM sessiontape_log")
     assert json.loads(on("b", "sessions", "list", "--json")) == []
+
+
+def test_demo_and_ingest_record_into_the_servers_store(pg_url: str, tmp_path: Path) -> None:
+    demo = run_cli("demo", "--store", pg_url)
+    assert demo.returncode == 0, demo.stderr
+    stream = tmp_path / "agentrun.jsonl"
+    stream.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"type": "init", "resume_id": "lisbon",
+         "init": {"model": "openai/gpt-4.1-mini", "agent_name": "Guide"}},
+        {"type": "system", "content": "where is the castle?"},
+        {"type": "text", "content": "up the hill"},
+        {"type": "result", "stop_reason": "end_turn",
+         "usage": {"input_tokens": 20, "output_tokens": 5}}]))
+    ingested = run_cli("ingest", "--format", "agentrun", "--store", pg_url, stream)
+    assert ingested.returncode == 0, ingested.stderr
+    names = {name for (name,) in rows(pg_url, "SELECT DISTINCT session_name FROM session_items")}
+    assert names == {"sessiontape_demo", "lisbon"}
+    logged = {name for (name,) in rows(pg_url, "SELECT DISTINCT session_name FROM "
+                                               "sessiontape_log")}
+    assert logged == names
+    assert not (Path(os.environ["SKILLET_HOME"]) / "state" / ".agent_sessions.sqlite").exists()

@@ -17,6 +17,7 @@ from .console import (
     Style,
     plural,
     printable,
+    store_option,
     use_color,
     warnings_in_one_line,
 )
@@ -33,7 +34,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from .finding import store_refuses_run
 
-    if store_refuses_run("sessiontape demo"):  # before the Agents SDK is loaded
+    if store_refuses_run("sessiontape demo", args.store):  # before the SDK is loaded
         return EXIT_FAILURE
     if args.session_name == "":  # an unset variable, not a request for the default
         print("sessiontape demo: --session-name is empty (leave it out for the demo's own "
@@ -57,7 +58,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
              f" ({'model ' + args.model if args.model else 'offline, scripted model'})")
     out.write("agent> ")
     result = asyncio.run(run_demo(user_id=args.user_email, session_name=args.session_name,
-                                  model=args.model, on_text=out.write))
+                                  model=args.model, on_text=out.write, store=args.store))
     out.line()
     if result.model_input_items is not None:
         print(f"\nTurn {result.earlier_turns + 1}: the model's first call got "
@@ -93,4 +94,5 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                            "sessiontape_demo)")
     demo.add_argument("--model", default=None,
                       help="a real OpenAI model, e.g. gpt-4.1-mini (needs OPENAI_API_KEY)")
+    store_option(demo, "record into")
     demo.set_defaults(handler=cmd_demo)

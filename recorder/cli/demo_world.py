@@ -164,9 +164,12 @@ class DemoResult:
 
 
 async def run_demo(*, user_id: str, session_name: str = DEMO_SESSION, model: str | None = None,
-                   on_text: Callable[[str], None] | None = None) -> DemoResult:
-    """Run one recorded, streamed turn of the demo conversation."""
-    recorder = Recorder(user_id=user_id, session_name=session_name, prices=DEMO_PRICES)
+                   on_text: Callable[[str], None] | None = None,
+                   store: str | None = None) -> DemoResult:
+    """Run one recorded, streamed turn of the demo conversation (``store``: where, as
+    ``Recorder(store=)`` takes it)."""
+    recorder = Recorder(user_id=user_id, session_name=session_name, prices=DEMO_PRICES,
+                        store=store)
     earlier = len(SessionLogReader(recorder.log_path).turns()) if recorder.log_path.exists() else 0
     city = CITIES[earlier % len(CITIES)]
     prompt = f"Plan a day in {city} for me."

@@ -21,6 +21,7 @@ from .console import (
     plural,
     print_json,
     printable,
+    store_option,
     warnings_in_one_line,
 )
 
@@ -37,7 +38,9 @@ def _summary_line(summary: IngestSummary) -> str:
 
 
 async def _ingest(stream: IO[bytes], args: argparse.Namespace) -> IngestSummary:
-    options = {"project_root": args.project} if args.project is not None else {}
+    options: dict[str, object] = {"store": args.store}
+    if args.project is not None:
+        options["project_root"] = args.project
     return await ingest_agentrun(lines_of(stream), user_id=args.user,
                                  session_name=args.session_name, **options)
 
@@ -101,4 +104,5 @@ def register(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ingest.add_argument("--json", action="store_true",
                         help="print what was recorded as one JSON object")
     ingest.add_argument("file", metavar="FILE", help="the stream to read; - for stdin")
+    store_option(ingest, "record into")
     ingest.set_defaults(handler=cmd_ingest)
