@@ -31,7 +31,6 @@ from urllib.parse import urlsplit
 import orjson
 import platformdirs
 
-from sessiontape.ingest import ingest_agentrun
 from sessiontape.storage.agentuse.reader import is_real_dir
 from sessiontape.storage.backends.postgres import PostgresStore
 from sessiontape.storage.backends.transfer import Materialized, copy_store, materialize_logs
@@ -46,7 +45,6 @@ from sessiontape.storage.paths import (
 )
 from sessiontape.storage.skillet import links
 from sessiontape.storage.skillet.agentrun_stream import AgentrunLines
-from sessiontape.storage.skillet.item_store import ItemStore
 from sessiontape.storage.skillet.log_owners import owner_record_path
 
 __all__ = ["MaterializedSession", "materialize", "mirror_dir", "refresh_mirror"]
@@ -85,6 +83,10 @@ def _project_of(path: Path) -> str | None:
 
 async def _build_tree(log: Materialized, target: Path, project: str) -> str:
     """Record the log's lines into a tree at ``target`` (its store and log: thrown away)."""
+    # The recorder, and with it the Agents SDK, is loaded only when a tree is built.
+    from sessiontape.ingest import ingest_agentrun
+    from sessiontape.storage.skillet.item_store import ItemStore
+
     assert log.path is not None
     lines = AgentrunLines()
     messages = [dumps_compact(message) for data in _entries(log.path)
@@ -115,14 +117,18 @@ async def materialize(url: str, *, logs_root: Path | None = None, user_id: str |
                                    session_name=session_name)
     done = []
     async with PostgresStore(url) as store:
+        linked_dirs = await asyncio.to_thread(store.links)
+        roots: dict[str, Path] = {}  # a project's sessions root (git is asked once a project)
         for log in logs:
-            linked = await asyncio.to_thread(store.find_agentuse_dir, log.user_id,
-                                             log.session_name)
+            linked = linked_dirs.get((log.user_id, log.session_name))
             project = _project_of(log.path) if log.path is not None else None
             if linked is None or project is None:
                 done.append(MaterializedSession(log, None, "none: no turn names its tree"))
                 continue
-            target = sessions_root_for_key(project_key(project)) / linked.name
+            if project not in roots:
+                key = await asyncio.to_thread(project_key, project)
+                roots[project] = sessions_root_for_key(key)
+            target = roots[project] / Path(linked).name
             if rebuild and log.outcome == "written" and is_real_dir(target):
                 await asyncio.to_thread(shutil.rmtree, target)
             if is_real_dir(target):

@@ -52,13 +52,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from ..json_style import dumps_compact
 from ..names import safe_join, sanitize_agent_name
 from ..paths import AgentUseRoots
-from ..skillet.item_store import (
-    ItemStoreSession,
-    Shared,
-    Snapshots,
-    decode_rows,
-    read_joined,
-)
+from ..skillet.item_rows import Shared, Snapshots, decode_rows, read_joined
 from ..skillet.links import find_linked_dir, new_session_dir
 from ..tables import (
     ARCHIVE_TABLE,
@@ -74,6 +68,7 @@ if TYPE_CHECKING:
     from agents.memory import SessionSettings
 
     from ..redaction import Redactor
+    from ..skillet.item_store import ItemStoreSession
 
 __all__ = ["LOG_CHANNEL", "LOG_TABLE", "MIGRATIONS", "ConversationExists", "PostgresLog",
            "PostgresStore", "StoreUnavailable", "add_conversation", "delete_conversations",
@@ -358,6 +353,8 @@ class PostgresStore:
                 session_settings: SessionSettings | None = None,
                 redactor: Redactor | None = None) -> ItemStoreSession:
         """The SDK ``Session`` for ``(user_id, session_name)`` in this database."""
+        from ..skillet.item_store import ItemStoreSession  # (the Agents SDK: loaded here)
+
         return ItemStoreSession(self, user_id, session_name, session_settings, redactor)
 
     async def list_sessions(self, user_id: str | None = None) -> list[StoredSession]:
@@ -577,6 +574,14 @@ class PostgresStore:
         if linked is None:
             return None
         return _here(linked, sessions_root) if sessions_root is not None else Path(linked)
+
+    def links(self) -> dict[tuple[str, str], str]:
+        """Every conversation's linked AgentUse directory, as linked (one query)."""
+        async def work(conn: psycopg.AsyncConnection[Any]) -> dict[tuple[str, str], str]:
+            cur = await conn.execute(
+                f"SELECT user_id, session_name, agentuse_dir FROM {LINKS_TABLE}")
+            return {(row[0], row[1]): str(row[2]) for row in await cur.fetchall()}
+        return self.run_sync(work)
 
     # -- the replay log's lines -----------------------------------------------------
 

@@ -32,7 +32,7 @@ from ..file_writes import atomic_write
 from ..files import make_private_dir, prepare_private_file
 from ..paths import SkilletPaths
 from ..skillet import archive, links
-from ..skillet.item_store import SCHEMA as ITEMS_SCHEMA
+from ..skillet.item_rows import SCHEMA as ITEMS_SCHEMA
 from ..skillet.log_owners import find_log_path, owner_pair
 from ..skillet.replay_log import log_path_for
 from ..tables import ARCHIVE_TABLE, COMPACTIONS_TABLE, LINKS_TABLE
