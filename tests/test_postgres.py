@@ -643,3 +643,15 @@ def test_demo_and_ingest_record_into_the_servers_store(pg_url: str, tmp_path: Pa
                                                "sessiontape_log")}
     assert logged == names
     assert not (Path(os.environ["SKILLET_HOME"]) / "state" / ".agent_sessions.sqlite").exists()
+
+
+def test_following_and_moving_rows_load_no_agents_sdk() -> None:
+    """``log stream --store``, ``store info``, ``store copy`` and a mirror's refresh start
+    without the Agents SDK (about 2 s of imports): only building a tree records."""
+    check = ("import sys\nimport sessiontape.storage.backends.postgres_log, "
+             "sessiontape.storage.backends.transfer, sessiontape.materialize, "
+             "sessiontape.cli.logs, sessiontape.cli.store\n"
+             "print(sorted(m for m in sys.modules if m == 'agents' or m.startswith('agents.')))")
+    done = run([EXECUTABLE.with_name("python"), "-c", check])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
