@@ -250,7 +250,9 @@ def test_a_long_conversation_stays_bounded_and_loses_nothing(mode: str) -> None:
     assert all(t.complete for t in turns)
     for number, turn in enumerate(turns):
         tools = steps_of(turn, "agent_tool_end")
-        assert [s["result"] for s in tools] == facts_of(number)
+        # The turn's calls run at once (the SDK runs a sync tool in a worker thread): the
+        # log has them in the order they ended, which a busy host can change (seen in CI).
+        assert sorted(s["result"] for s in tools) == sorted(facts_of(number))
         marks = steps_of(turn, "compaction")
         assert [m["compactionId"] for m in marks] == conv.compacted_in[number]
         for mark in marks:
