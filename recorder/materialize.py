@@ -17,6 +17,7 @@ database:
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import os
 import shutil
@@ -47,7 +48,7 @@ from sessiontape.storage.skillet import links
 from sessiontape.storage.skillet.agentrun_stream import AgentrunLines
 from sessiontape.storage.skillet.log_owners import owner_record_path
 
-__all__ = ["MaterializedSession", "materialize", "mirror_dir", "refresh_mirror"]
+__all__ = ["MaterializedSession", "lock_mirror", "materialize", "mirror_dir", "refresh_mirror"]
 
 
 @dataclass(frozen=True)
@@ -148,14 +149,25 @@ def mirror_dir(url: str) -> Path:
     return Path(platformdirs.user_cache_dir("sessiontape")) / "stores" / name
 
 
+def lock_mirror(mirror: Path) -> int:
+    """The mirror's lock, taken exclusively (waiting for every other process's turn): a
+    descriptor the caller holds while it refreshes the mirror, then turns shared
+    (``fcntl.flock(fd, fcntl.LOCK_SH)``) and keeps open while it reads, so that no other
+    process refreshes the mirror under it. Closing the descriptor (or exiting) lets go."""
+    make_private_dir(mirror)
+    fd = os.open(mirror / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
 async def refresh_mirror(url: str, mirror: Path) -> list[MaterializedSession]:
     """Bring this host's mirror of the store at ``url`` up to date, in the layouts the
     environment names now (the CLI points them into ``mirror``, its :func:`mirror_dir`,
-    first; layouts anywhere else are refused): the store's rows copied whole into the
-    skillet file, every log written, the tree of each conversation whose log changed
-    rebuilt, the links pointed at those trees, and the logs and trees of conversations the
-    store no longer has removed.
-    Every verb that reads then reads the mirror as it reads this host's own recordings."""
+    first, and holds :func:`lock_mirror`; layouts anywhere else are refused): the store's
+    rows copied whole into the skillet file, every log written, the tree of each
+    conversation whose log changed rebuilt, the links pointed at those trees, and the logs
+    and trees of conversations the store no longer has removed. Every verb that reads then
+    reads the mirror as it reads this host's own recordings."""
     skillet, trees = SkilletPaths.resolve(), agentuse_data_root()
     if not all(path.is_relative_to(mirror) for path in (skillet.state, trees)):
         raise ValueError(f"the layouts ({skillet.state}, {trees}) are not a mirror's")

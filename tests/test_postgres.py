@@ -655,3 +655,22 @@ def test_following_and_moving_rows_load_no_agents_sdk() -> None:
     done = run([EXECUTABLE.with_name("python"), "-c", check])
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_reading_verbs_at_once_on_one_host_share_its_mirror(pg_url: str, tmp_path: Path) -> None:
+    """Several reading verbs at once on one host (a script, a shell loop) each refresh the
+    one mirror: they take turns (else they copied into one file at once: tracebacks, a
+    UNIQUE constraint failed, "disk I/O error")."""
+    store = PostgresStore(pg_url)
+    try:
+        asyncio.run(store.session("u", "n").add_items([{"role": "user", "content": "hi"}]))
+        store.log_copy("u", "n").append_many([{"kind": "user_message", "userInput": "hi"}])
+    finally:
+        store.close_sync()
+    readers = [Lines([EXECUTABLE, "sessions", "list", "--store", pg_url, "--json"])
+               for _ in range(4)]
+    codes = [reader.finish() for reader in readers]
+    assert codes == [0] * 4, [reader.err for reader in readers]
+    for reader in readers:
+        assert [s["session_name"] for s in json.loads("\n".join(reader.out))] == ["n"]

@@ -75,6 +75,9 @@ def say_store_damage(prog: str, where: Locations) -> None:
         _said.add(where.store_file)
 
 
+_HELD: list[int] = []  # the mirror locks this process reads under (see read_from_store)
+
+
 def read_from_store(prog: str, store: str | None) -> int | None:
     """Point this process's reading at a PostgreSQL store (``--store URL``, else
     ``$SESSIONTAPE_STORE``): bring this host's mirror of it up to date (every host's
@@ -89,18 +92,23 @@ def read_from_store(prog: str, store: str | None) -> int | None:
                          "the SQLite store they read is skillet's (SKILLET_HOME)"))
         return EXIT_USAGE
     import asyncio
+    import fcntl
     import os
 
-    from sessiontape.materialize import mirror_dir, refresh_mirror
+    from sessiontape.materialize import lock_mirror, mirror_dir, refresh_mirror
 
     mirror = mirror_dir(location)
     os.environ.update(SKILLET_HOME=str(mirror / "skillet"), XDG_DATA_HOME=str(mirror / "data"),
                       XDG_CACHE_HOME=str(mirror / "cache"))
+    held = lock_mirror(mirror)  # one process at a time refreshes it; none while others read
     try:
         asyncio.run(refresh_mirror(location, mirror))
     except OSError as exc:
         eprint(printable(f"{prog}: {exc}"))
         return EXIT_FAILURE
+    finally:
+        fcntl.flock(held, fcntl.LOCK_SH)  # kept (shared) until this process ends
+    _HELD.append(held)
     return None
 
 

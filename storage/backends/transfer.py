@@ -15,6 +15,7 @@ recorded is ever lost.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import sqlite3
@@ -206,21 +207,26 @@ class _PostgresSide:
                     await copy.write_row(row)
         self.store.run_sync(work)
 
-    def read_logs(self, problems: list[str]) -> Iterator[LogLines]:
+    def read_logs(self, problems: list[str], user_id: str | None = None,
+                  session_name: str | None = None) -> Iterator[LogLines]:
+        """Every conversation's lines (or only ``user_id``'s, ``session_name``'s), in order."""
         after: tuple[str, str, int] = ("", "", 0)
+        only = "".join(f" AND {column} = %s" for column, value in
+                       (("user_id", user_id), ("session_name", session_name)) if value is not None)
+        wanted = tuple(value for value in (user_id, session_name) if value is not None)
         current: LogLines | None = None
         while True:
             rows = self._all(
                 f"SELECT user_id, session_name, seq, entry FROM {LOG_TABLE} "
-                "WHERE (user_id, session_name, seq) > (%s, %s, %s) "
-                f"ORDER BY user_id, session_name, seq LIMIT {BATCH}", after)
+                f"WHERE (user_id, session_name, seq) > (%s, %s, %s){only} "
+                f"ORDER BY user_id, session_name, seq LIMIT {BATCH}", (*after, *wanted))
             if not rows:
                 break
-            for user_id, session_name, _, entry in rows:
-                if current is None or (current[0], current[1]) != (user_id, session_name):
+            for user, name, _, entry in rows:
+                if current is None or (current[0], current[1]) != (user, name):
                     if current is not None:
                         yield current
-                    current = (user_id, session_name, [])
+                    current = (user, name, [])
                 current[2].append(entry)
             after = (rows[-1][0], rows[-1][1], rows[-1][2])
         if current is not None:
@@ -335,25 +341,36 @@ def materialize_logs(url: str, logs_root: Path | None = None, *, user_id: str | 
     side = _PostgresSide(url)
     done = []
     try:
-        for user, name, lines in side.read_logs([]):
-            if (user_id is not None and user != user_id) or \
-                    (session_name is not None and name != session_name):
-                continue
-            path = find_log_path(user, name, root)
-            local = _read_lines(path) if path is not None else []
-            if local == lines:
-                done.append(Materialized(user, name, path, len(lines), "up to date"))
-                continue
-            if not _is_subsequence(local, lines):
-                done.append(Materialized(user, name, path, len(lines),
-                                         "kept: it holds lines the database does not"))
-                continue
-            path = path or log_path_for(user, name, root)
-            atomic_write(path, "".join(line + "\n" for line in lines).encode())
-            done.append(Materialized(user, name, path, len(lines), "written"))
+        for user, name, lines in side.read_logs([], user_id, session_name):
+            done.append(_write_log_here(user, name, lines, root))
     finally:
         side.close()
     return done
+
+
+def _write_log_here(user_id: str, session_name: str, lines: list[str],
+                    root: Path) -> Materialized:
+    """The conversation's log here made the database's ``lines``, unless it holds one they
+    lack. Under the log's lock (a recorder of this host appending waits, then appends to
+    the file now at the path: :func:`~sessiontape.storage.file_writes.append_lines`)."""
+    path = find_log_path(user_id, session_name, root)
+    if path is None:
+        path = log_path_for(user_id, session_name, root)
+        atomic_write(path, "".join(line + "\n" for line in lines).encode())
+        return Materialized(user_id, session_name, path, len(lines), "written")
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        local = _read_lines(path)
+        if local == lines:
+            return Materialized(user_id, session_name, path, len(lines), "up to date")
+        if not _is_subsequence(local, lines):
+            return Materialized(user_id, session_name, path, len(lines),
+                                "kept: it holds lines the database does not")
+        atomic_write(path, "".join(line + "\n" for line in lines).encode())
+        return Materialized(user_id, session_name, path, len(lines), "written")
+    finally:
+        os.close(fd)
 
 
 def _read_lines(path: Path) -> list[str]:
