@@ -674,3 +674,23 @@ def test_reading_verbs_at_once_on_one_host_share_its_mirror(pg_url: str, tmp_pat
     assert codes == [0] * 4, [reader.err for reader in readers]
     for reader in readers:
         assert [s["session_name"] for s in json.loads("\n".join(reader.out))] == ["n"]
+
+
+@pytest.mark.slow
+def test_a_reading_verb_answers_from_the_mirror_while_the_server_is_away(
+        relay: tuple[Relay, str]) -> None:
+    link, url = relay
+    store = PostgresStore(url)
+    try:
+        asyncio.run(store.session("u", "kept").add_items([{"role": "user", "content": "hi"}]))
+        store.log_copy("u", "kept").append_many([{"kind": "user_message", "userInput": "hi"}])
+    finally:
+        store.close_sync()
+    first = run_cli("sessions", "list", "--store", url, "--json")
+    assert first.returncode == 0, first.stderr
+    link.stop()
+    away = run_cli("sessions", "list", "--store", url, "--json", timeout=60)
+    assert away.returncode == 0, away.stderr
+    assert json.loads(away.stdout) == json.loads(first.stdout)
+    assert "answering from this host's mirror of it as of" in away.stderr
+    assert "postgres:***@" in away.stderr and "hunter2" not in away.stderr

@@ -12,6 +12,7 @@ store is read as none (``db.connect_readonly``): one line says so, with how to r
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import time
 from collections.abc import Collection, Iterable, Iterator
@@ -25,7 +26,8 @@ from sessiontape.storage.backends import store_location
 from sessiontape.storage.catalog.index import Catalog, CatalogUnavailable, Listed
 from sessiontape.storage.db import damage
 from sessiontape.storage.names import AmbiguousUserError, match_user
-from sessiontape.storage.paths import Locations
+from sessiontape.storage.paths import Locations, SkilletPaths
+from sessiontape.storage.times import shown_time
 
 from .console import EXIT_FAILURE, EXIT_USAGE, eprint, printable
 
@@ -103,9 +105,14 @@ def read_from_store(prog: str, store: str | None) -> int | None:
     held = lock_mirror(mirror)  # one process at a time refreshes it; none while others read
     try:
         asyncio.run(refresh_mirror(location, mirror))
-    except OSError as exc:
-        eprint(printable(f"{prog}: {exc}"))
-        return EXIT_FAILURE
+    except (OSError, sqlite3.Error, ValueError) as exc:
+        refreshed = SkilletPaths.resolve().store_file
+        if not isinstance(exc, OSError) or not refreshed.exists():
+            eprint(printable(f"{prog}: {exc}"))
+            return EXIT_FAILURE
+        # The store is out of reach: what this host read of it last is still answered.
+        eprint(printable(f"{prog}: warning: {exc}; answering from this host's mirror of it "
+                         f"as of {shown_time(int(refreshed.stat().st_mtime * 1000))}"))
     finally:
         fcntl.flock(held, fcntl.LOCK_SH)  # kept (shared) until this process ends
     _HELD.append(held)
