@@ -48,6 +48,18 @@ def rows(url: str, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, 
         return conn.execute(query.encode(), params).fetchall()
 
 
+def said_hi(url: str, session_name: str) -> None:
+    """A conversation of user ``u`` in the store: one item and one log line ("hi")."""
+    store = PostgresStore(url)
+    try:
+        asyncio.run(store.session("u", session_name).add_items(
+            [{"role": "user", "content": "hi"}]))
+        store.log_copy("u", session_name).append_many(
+            [{"kind": "user_message", "userInput": "hi"}])
+    finally:
+        store.close_sync()
+
+
 def host_env(base: Path, name: str, **extra: str) -> dict[str, str]:
     """A host's environment: its own home, AgentUse tree and skillet logs under ``base``."""
     return {**isolated_environ(base / name), "NO_COLOR": "1", "HOST_LABEL": name,
@@ -662,12 +674,7 @@ def test_reading_verbs_at_once_on_one_host_share_its_mirror(pg_url: str, tmp_pat
     """Several reading verbs at once on one host (a script, a shell loop) each refresh the
     one mirror: they take turns (else they copied into one file at once: tracebacks, a
     UNIQUE constraint failed, "disk I/O error")."""
-    store = PostgresStore(pg_url)
-    try:
-        asyncio.run(store.session("u", "n").add_items([{"role": "user", "content": "hi"}]))
-        store.log_copy("u", "n").append_many([{"kind": "user_message", "userInput": "hi"}])
-    finally:
-        store.close_sync()
+    said_hi(pg_url, "n")
     readers = [Lines([EXECUTABLE, "sessions", "list", "--store", pg_url, "--json"])
                for _ in range(4)]
     codes = [reader.finish() for reader in readers]
@@ -680,12 +687,7 @@ def test_reading_verbs_at_once_on_one_host_share_its_mirror(pg_url: str, tmp_pat
 def test_a_reading_verb_answers_from_the_mirror_while_the_server_is_away(
         relay: tuple[Relay, str]) -> None:
     link, url = relay
-    store = PostgresStore(url)
-    try:
-        asyncio.run(store.session("u", "kept").add_items([{"role": "user", "content": "hi"}]))
-        store.log_copy("u", "kept").append_many([{"kind": "user_message", "userInput": "hi"}])
-    finally:
-        store.close_sync()
+    said_hi(url, "kept")
     first = run_cli("sessions", "list", "--store", url, "--json")
     assert first.returncode == 0, first.stderr
     link.stop()
